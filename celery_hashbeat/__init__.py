@@ -1,0 +1,5 @@
+"""celery_hashbeat: a highly available Celery beat scheduler with hashed cron schedules."""
+
+from .expr import CronExpr, CronSyntaxError, NoFireTimeError, parse
+
+__all__ = ["CronExpr", "CronSyntaxError", "NoFireTimeError", "parse"]

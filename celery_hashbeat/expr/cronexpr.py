@@ -1,0 +1,133 @@
+"""``parse`` and ``CronExpr``: the engine's public face, datetimes in and out.
+
+Everything heavy (tables, masks, zone transitions) is shared between expressions that resolve
+alike, so a CronExpr itself is a few references; the scheduler's hot path uses
+``next_timestamp``, which never builds a datetime.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from datetime import datetime, tzinfo
+from functools import lru_cache
+
+from .days import can_ever_fire
+from .describe import describe
+from .errors import CronSyntaxError
+from .fields import Resolved
+from .grammar import Parsed, parse_text
+from .seeding import Key
+from .timing import Timing, WallClock
+from .zones import load_zone, zone_for
+
+
+@lru_cache(maxsize=8192)
+def _wall_clock(resolved: Resolved) -> WallClock:
+    return WallClock(resolved)
+
+
+@lru_cache(maxsize=8192)
+def _parse_cached(text: str, key: Key | None, day_and: bool) -> Parsed:
+    parsed = parse_text(text, key, day_and)
+    if not can_ever_fire(parsed.resolved):
+        raise CronSyntaxError(
+            f"{text.strip()!r} can never fire: no month has the day it asks for "
+            "(check the day-of-month, month and day-of-week fields)",
+            text,
+        )
+    return parsed
+
+
+def parse(
+    expression: str,
+    key: Key | None = None,
+    *,
+    tz: str | tzinfo | None = None,
+    day_and: bool = False,
+) -> CronExpr:
+    """Parse a hash-cron expression. ``key`` seeds its ``H`` terms; ``tz`` defaults to UTC."""
+    if not isinstance(expression, str):
+        raise CronSyntaxError(
+            f"a cron expression must be a string, not {type(expression).__name__}"
+        )
+    return CronExpr(
+        _parse_cached(expression, key, day_and), expression, key, load_zone(tz), day_and
+    )
+
+
+class CronExpr:
+    """A parsed expression bound to its key and time zone."""
+
+    __slots__ = ("_parsed", "_timing", "day_and", "key", "text", "tz")
+
+    def __init__(
+        self, parsed: Parsed, text: str, key: Key | None, tz: tzinfo, day_and: bool
+    ) -> None:
+        self._parsed = parsed
+        self.text = text
+        self.key = key
+        self.tz = tz
+        self.day_and = day_and
+        self._timing = Timing(_wall_clock(parsed.resolved), zone_for(tz), parsed.fixed_time)
+
+    @property
+    def resolved(self) -> Resolved:
+        return self._parsed.resolved
+
+    @property
+    def has_seconds(self) -> bool:
+        """Whether the expression has a seconds field (its slots may be a second apart)."""
+        return self._parsed.six_fields
+
+    def next_timestamp(self, after: float) -> int:
+        """Epoch seconds of the first fire strictly after ``after`` (epoch seconds)."""
+        return self._timing.next_at_or_after(math.floor(after) + 1)
+
+    def prev_timestamp(self, before: float) -> int:
+        """Epoch seconds of the last fire strictly before ``before`` (epoch seconds)."""
+        return self._timing.prev_at_or_before(math.ceil(before) - 1)
+
+    def next(self, after: datetime) -> datetime:
+        """The first fire strictly after ``after``; naive datetimes are read in this zone."""
+        return datetime.fromtimestamp(self.next_timestamp(self._instant(after)), self.tz)
+
+    def prev(self, before: datetime) -> datetime:
+        """The last fire strictly before ``before``; naive datetimes are read in this zone."""
+        return datetime.fromtimestamp(self.prev_timestamp(self._instant(before)), self.tz)
+
+    def iter(self, after: datetime) -> Iterator[datetime]:
+        """Fires after ``after``, in order, without end."""
+        instant = self._instant(after)
+        while True:
+            instant = self.next_timestamp(instant)
+            yield datetime.fromtimestamp(instant, self.tz)
+
+    def matches(self, when: datetime) -> bool:
+        """Whether ``when`` is one of the fire instants (whole seconds only)."""
+        instant = self._instant(when)
+        return instant == int(instant) and self.next_timestamp(instant - 1) == instant
+
+    def describe(self) -> str:
+        """An English sentence for the resolved schedule."""
+        return describe(self._parsed.resolved, self._parsed.six_fields)
+
+    def _instant(self, when: datetime) -> float:
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=self.tz)
+        return when.timestamp()
+
+    def __str__(self) -> str:
+        return self._parsed.resolved_text
+
+    def __repr__(self) -> str:
+        key = f", key={self.key!r}" if self.key is not None else ""
+        return f"<CronExpr {self.text!r}{key} -> {self._parsed.resolved_text!r} tz={self.tz}>"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, CronExpr):
+            return NotImplemented
+        return (self._parsed, str(self.tz)) == (other._parsed, str(other.tz))
+
+    def __hash__(self) -> int:
+        return hash((self._parsed, str(self.tz)))

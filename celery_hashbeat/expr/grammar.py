@@ -1,0 +1,333 @@
+"""Text to fields: the grammar of DESIGN.md §2, with errors that point at the fault.
+
+Each field is a comma list of terms; each term resolves to values (hash terms through the seeding
+contract) and to the text that stands for it in the resolved expression.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import NoReturn
+
+from .errors import CronSyntaxError
+from .fields import FIVE_FIELDS, NAMES, SIX_FIELDS, DaySpec, Field, Resolved
+from .seeding import Key, pick
+
+MAX_LENGTH = 1000
+ALLOWED = frozenset("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ*?,-/#()[]@ \t")
+
+ALIASES = {
+    "@yearly": "H H H H *",
+    "@annually": "H H H H *",
+    "@monthly": "H H H * *",
+    "@weekly": "H H * * H",
+    "@daily": "H H * * *",
+    "@midnight": "H H(0-2) * * *",
+    "@hourly": "H * * * *",
+}
+
+STAR = re.compile(r"[*?](?:/(?P<step>[0-9]+))?")
+HASH = re.compile(
+    r"(?:H(?:\((?P<a>[0-9A-Z]+)-(?P<b>[0-9A-Z]+)\))?|#(?:\[(?P<c>[0-9A-Z]+)-(?P<d>[0-9A-Z]+)\])?)"
+    r"(?:/(?P<step>[0-9]+))?"
+)
+RANGE = re.compile(r"(?P<a>[0-9A-Z]+)(?:-(?P<b>[0-9A-Z]+))?(?:/(?P<step>[0-9]+))?")
+NEAREST_WEEKDAY = re.compile(r"(?P<a>[0-9]+)W")
+LAST_WEEKDAY_OF = re.compile(r"(?P<a>[0-9A-Z]+)L")
+NTH_WEEKDAY = re.compile(r"(?P<a>[0-9A-Z]+)#(?P<k>[0-9]+)")
+FIELD_TEXT = re.compile(r"[^ \t]+")
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """What the grammar hands to evaluation: the values, and how the expression was written."""
+
+    resolved: Resolved
+    resolved_text: str
+    six_fields: bool
+    fixed_time: bool
+
+
+@dataclass
+class _FieldValues:
+    values: set[int] = field(default_factory=set)
+    texts: list[str] = field(default_factory=list)
+    last_day: bool = False
+    last_weekday: bool = False
+    nearest_weekdays: set[int] = field(default_factory=set)
+    last_weekdays_of: set[int] = field(default_factory=set)
+    nth_weekdays: set[tuple[int, int]] = field(default_factory=set)
+    hash_terms: int = 0
+
+
+class _Term:
+    """One term's text and where it stands, so every error can put a caret under its fault."""
+
+    def __init__(self, expression: str, field_: Field, start: int, text: str) -> None:
+        self.expression = expression
+        self.field = field_
+        self.start = start
+        self.text = text.upper()
+
+    def fail(self, message: str, offset: int = 0, length: int | None = None) -> NoReturn:
+        begin = self.start + offset
+        end = begin + (length if length is not None else len(self.text) - offset)
+        raise CronSyntaxError(message, self.expression, begin, end, self.field.label)
+
+    def group_fail(self, match: re.Match[str], group: str, message: str) -> NoReturn:
+        self.fail(message, match.start(group), match.end(group) - match.start(group))
+
+
+def parse_text(expression: str, key: Key | None, day_and: bool) -> Parsed:
+    """Parse a whole expression or alias; raises CronSyntaxError for anything else."""
+    if len(expression) > MAX_LENGTH:
+        raise CronSyntaxError(
+            f"the expression is {len(expression)} characters long; at most {MAX_LENGTH} are "
+            "accepted (a cron expression has 5 or 6 short fields)"
+        )
+    for position, char in enumerate(expression):
+        if char not in ALLOWED:
+            raise CronSyntaxError(
+                f"unexpected character {char!r}: fields hold digits, names, and * ? , - / # ( ) "
+                "[ ] H L W, separated by spaces",
+                expression,
+                position,
+                position + 1,
+            )
+    stripped = expression.strip(" \t")
+    if not stripped:
+        raise CronSyntaxError(
+            "the expression is empty: give 5 fields (minute hour day-of-month month day-of-week), "
+            "6 with seconds first, or an alias such as @daily",
+            expression,
+        )
+    if stripped.startswith("@"):
+        return _parse_alias(expression, stripped, key, day_and)
+    return _parse_fields(expression, key, day_and)
+
+
+def _parse_alias(expression: str, alias: str, key: Key | None, day_and: bool) -> Parsed:
+    start = expression.index(alias)
+    expansion = ALIASES.get(alias.lower())
+    if expansion is None:
+        raise CronSyntaxError(
+            f"unknown alias {alias!r}: use one of {', '.join(ALIASES)}",
+            expression,
+            start,
+            start + len(alias),
+        )
+    if key is None:
+        raise CronSyntaxError(_missing_key_message(f"alias {alias}"), expression, start)
+    return _parse_fields(expansion, key, day_and)
+
+
+def _missing_key_message(what: str) -> str:
+    return (
+        f"{what} needs a key to hash: pass key=... (for example the job's name), or run the "
+        "entry under celery_hashbeat.Scheduler, which keys it by its beat_schedule name"
+    )
+
+
+def _parse_fields(expression: str, key: Key | None, day_and: bool) -> Parsed:
+    tokens = list(FIELD_TEXT.finditer(expression))
+    if len(tokens) not in (5, 6):
+        extra = tokens[6:] if len(tokens) > 6 else []
+        start, end = (extra[0].start(), len(expression)) if extra else (0, len(expression))
+        raise CronSyntaxError(
+            f"expected 5 fields (minute hour day-of-month month day-of-week) or 6 (seconds "
+            f"first), found {len(tokens)}",
+            expression,
+            start,
+            end,
+        )
+    layout = SIX_FIELDS if len(tokens) == 6 else FIVE_FIELDS
+    parsed = {
+        f: _parse_field(expression, f, m.start(), m.group(), key)
+        for f, m in zip(layout, tokens, strict=True)
+    }
+    texts = {f: m.group() for f, m in zip(layout, tokens, strict=True)}
+    dom, dow = parsed[Field.DAY_OF_MONTH], parsed[Field.DAY_OF_WEEK]
+    unrestricted = [texts[f][0] in "*?" for f in (Field.DAY_OF_MONTH, Field.DAY_OF_WEEK)]
+    day = DaySpec(
+        days=frozenset(dom.values),
+        last_day=dom.last_day,
+        last_weekday=dom.last_weekday,
+        nearest_weekdays=frozenset(dom.nearest_weekdays),
+        weekdays=frozenset(v % 7 for v in dow.values),
+        last_weekdays_of=frozenset(dow.last_weekdays_of),
+        nth_weekdays=frozenset(dow.nth_weekdays),
+        both_must_match=day_and or any(unrestricted),
+    )
+    seconds = parsed[Field.SECOND].values if Field.SECOND in parsed else {0}
+    resolved = Resolved(
+        seconds=frozenset(seconds),
+        minutes=frozenset(parsed[Field.MINUTE].values),
+        hours=frozenset(parsed[Field.HOUR].values),
+        months=frozenset(parsed[Field.MONTH].values),
+        day=day,
+    )
+    fixed_time = len(layout) == 5 and all(texts[f][0] != "*" for f in (Field.MINUTE, Field.HOUR))
+    resolved_text = " ".join(",".join(parsed[f].texts) for f in layout)
+    return Parsed(resolved, resolved_text, len(layout) == 6, fixed_time)
+
+
+def _parse_field(
+    expression: str, field_: Field, start: int, text: str, key: Key | None
+) -> _FieldValues:
+    result = _FieldValues()
+    offset = 0
+    for part in text.split(","):
+        term = _Term(expression, field_, start + offset, part)
+        if not part:
+            term.fail(f"empty term in the {field_.label} list: remove the extra comma", 0, 1)
+        _parse_term(term, result, key)
+        offset += len(part) + 1
+    return result
+
+
+def _parse_term(term: _Term, into: _FieldValues, key: Key | None) -> None:
+    text, field_ = term.text, term.field
+    if match := STAR.fullmatch(text):
+        if text[0] == "?" and field_ not in (Field.DAY_OF_MONTH, Field.DAY_OF_WEEK):
+            term.fail(
+                f"'?' is only accepted in day-of-month and day-of-week, "
+                f"not in {field_.label}: use *"
+            )
+        if text[0] == "?" and match["step"]:
+            term.fail(f"'?' takes no step in {field_.label}: write *{text[1:]}")
+        step = _step(term, match, field_.size) if match["step"] else 1
+        _add_range(into, field_.low, field_.high, step, term.text)
+    elif match := HASH.fullmatch(text):
+        _add_hash(term, match, into, key)
+    elif field_ is Field.DAY_OF_MONTH and text in ("L", "LW"):
+        into.last_day |= text == "L"
+        into.last_weekday |= text == "LW"
+        into.texts.append(text)
+    elif field_ is Field.DAY_OF_MONTH and (match := NEAREST_WEEKDAY.fullmatch(text)):
+        into.nearest_weekdays.add(_value(term, match, "a"))
+        into.texts.append(text)
+    elif field_ is Field.DAY_OF_WEEK and (match := LAST_WEEKDAY_OF.fullmatch(text)):
+        into.last_weekdays_of.add(_value(term, match, "a") % 7)
+        into.texts.append(text)
+    elif field_ is Field.DAY_OF_WEEK and (match := NTH_WEEKDAY.fullmatch(text)):
+        weekday, nth = _value(term, match, "a") % 7, int(match["k"])
+        if not 1 <= nth <= 5:
+            term.group_fail(match, "k", f"day-of-week occurrence #{match['k']} is out of range 1-5")
+        into.nth_weekdays.add((weekday, nth))
+        into.texts.append(text)
+    elif match := RANGE.fullmatch(text):
+        low = _value(term, match, "a")
+        high = _value(term, match, "b") if match["b"] else (field_.high if match["step"] else low)
+        _check_order(term, match, low, high)
+        step = (
+            _step(term, match, high - low + 1 if match["b"] else field_.size)
+            if match["step"]
+            else 1
+        )
+        _add_range(into, low, high, step, term.text)
+    else:
+        term.fail(_unknown_term_message(field_, text))
+
+
+def _unknown_term_message(field_: Field, text: str) -> str:
+    specials = {
+        Field.DAY_OF_MONTH: ", L, LW, nW",
+        Field.DAY_OF_WEEK: ", nL, n#k",
+    }.get(field_, "")
+    return (
+        f"cannot read {text!r} in the {field_.label} field: expected *, N, a-b, */n, a-b/n, N/n, "
+        f"H, H(a-b), H/n, H(a-b)/n{specials}"
+    )
+
+
+def _add_range(into: _FieldValues, low: int, high: int, step: int, text: str) -> None:
+    into.values.update(range(low, high + 1, step))
+    into.texts.append(text)
+
+
+def _add_hash(term: _Term, match: re.Match[str], into: _FieldValues, key: Key | None) -> None:
+    field_ = term.field
+    bounded = match["a"] is not None or match["c"] is not None
+    if bounded:
+        low_group, high_group = ("a", "b") if match["a"] is not None else ("c", "d")
+        low, high = _value(term, match, low_group), _value(term, match, high_group)
+        _check_order(term, match, low, high, low_group, high_group)
+    else:
+        low, high = field_.low, field_.hash_high
+    step = _step(term, match, high - low + 1) if match["step"] else 0
+    if key is None:
+        term.fail(_missing_key_message(f"the hash term {term.text!r} in the {field_.label} field"))
+    occurrence = into.hash_terms
+    into.hash_terms += 1
+    if step:
+        first = pick(key, field_.seed_name, occurrence, low, step)
+        values = list(range(first, high + 1, step))
+    else:
+        values = [pick(key, field_.seed_name, occurrence, low, high - low + 1)]
+    into.values.update(values)
+    if len(values) <= 6:
+        into.texts.append(",".join(map(str, values)))
+    else:
+        into.texts.append(f"{values[0]}-{values[-1]}/{step}")
+
+
+def _value(term: _Term, match: re.Match[str], group: str) -> int:
+    field_, text = term.field, match[group]
+    if text.isdigit():
+        number = int(text) if len(text) <= 4 else 10**4
+        if not field_.low <= number <= field_.high:
+            term.group_fail(
+                match,
+                group,
+                f"{field_.label} value {text} is out of range {field_.low}-{field_.high}",
+            )
+        return number
+    names = NAMES.get(field_)
+    if names is None:
+        term.group_fail(
+            match, group, f"{text!r} is not a number; the {field_.label} field takes numbers"
+        )
+    if text not in names:
+        first, last = next(iter(names)), list(names)[-1]
+        term.group_fail(
+            match, group, f"unknown {field_.label} name {text!r}: use {first}-{last} or numbers"
+        )
+    return names[text]
+
+
+def _check_order(
+    term: _Term,
+    match: re.Match[str],
+    low: int,
+    high: int,
+    low_group: str = "a",
+    high_group: str = "b",
+) -> None:
+    if low > high:
+        hint = (
+            " (Sunday is both 0 and 7: write 6-7 for SAT-SUN)"
+            if term.field is Field.DAY_OF_WEEK
+            else ""
+        )
+        begin, end = match.start(low_group), match.end(high_group)
+        term.fail(
+            f"reversed range {match[low_group]}-{match[high_group]} in {term.field.label}: write "
+            f"the smaller value first{hint}",
+            begin,
+            end - begin,
+        )
+
+
+def _step(term: _Term, match: re.Match[str], limit: int) -> int:
+    text = match["step"]
+    step = int(text) if len(text) <= 4 else 10**4
+    if step < 1:
+        term.group_fail(match, "step", f"step {text} in {term.field.label} must be at least 1")
+    if step > limit:
+        term.group_fail(
+            match,
+            "step",
+            f"step {text} in {term.field.label} is larger than the {limit} values it steps over",
+        )
+    return step

@@ -1,0 +1,30 @@
+"""The stability contract (DESIGN.md §3): a hash term's value is a pure function of
+(key, field, occurrence). Changing anything here moves every user's schedule."""
+
+from __future__ import annotations
+
+import hashlib
+
+Key = str | bytes | int
+
+SEPARATOR = b"\x1f"
+
+
+def key_bytes(key: Key) -> bytes:
+    """The bytes that identify a key: UTF-8 for text, as given for bytes, decimal for ints."""
+    if isinstance(key, bytes):
+        return key
+    if isinstance(key, bool) or not isinstance(key, str | int):
+        raise TypeError(f"a schedule key must be str, bytes or int, not {type(key).__name__}")
+    return key.encode("utf-8") if isinstance(key, str) else str(key).encode()
+
+
+def draw(key: Key, field: str, occurrence: int) -> int:
+    """The unsigned 64-bit number behind one hash term."""
+    material = key_bytes(key) + SEPARATOR + field.encode() + SEPARATOR + str(occurrence).encode()
+    return int.from_bytes(hashlib.sha256(material).digest()[:8], "big")
+
+
+def pick(key: Key, field: str, occurrence: int, low: int, count: int) -> int:
+    """A value in ``low .. low + count - 1``, chosen by the key: ``low + u % count``."""
+    return low + draw(key, field, occurrence) % count

@@ -1,0 +1,276 @@
+"""Next and previous fire times, in integer epoch seconds.
+
+Two layers. ``WallClock`` searches naive local ("wall") time, as seconds since 1970-01-01 00:00
+of the wall calendar, with table lookups per field and bit scans per month. ``Timing`` maps wall
+times to instants with DESIGN.md §2's DST rule:
+
+- a fixed-time job maps each matching wall time to its first instant; a wall time in a
+  spring-forward gap maps to the end of the gap. That map never decreases, so the answer is the
+  first matching wall time whose instant is past the start.
+- any other job fires at the instants whose wall time matches. Between two offset transitions
+  wall time is instant + offset, so the search runs segment by segment.
+"""
+
+from __future__ import annotations
+
+from datetime import date
+
+from .days import DayMatcher, day_matcher, month_length
+from .errors import NoFireTimeError
+from .fields import Resolved, next_table, prev_table
+from .zones import Transition, Zone
+
+DAY = 86400
+EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
+FIRST_DAY = date(1, 1, 2).toordinal() - EPOCH_ORDINAL
+LAST_DAY = date(9999, 12, 30).toordinal() - EPOCH_ORDINAL
+# Wall patterns repeat every 400 years and zone rules yearly: a search this long that finds
+# nothing never will.
+HORIZON = 401 * 366 * DAY
+
+
+class WallClock:
+    """Matching wall times of one resolved expression; shared by equal expressions."""
+
+    __slots__ = (
+        "_days",
+        "_first_time",
+        "_hours_next",
+        "_hours_prev",
+        "_last_time",
+        "_minutes_next",
+        "_minutes_prev",
+        "_months_next",
+        "_months_prev",
+        "_seconds_next",
+        "_seconds_prev",
+    )
+
+    def __init__(self, resolved: Resolved) -> None:
+        self._seconds_next = next_table(resolved.seconds, 59)
+        self._seconds_prev = prev_table(resolved.seconds, 59)
+        self._minutes_next = next_table(resolved.minutes, 59)
+        self._minutes_prev = prev_table(resolved.minutes, 59)
+        self._hours_next = next_table(resolved.hours, 23)
+        self._hours_prev = prev_table(resolved.hours, 23)
+        self._months_next = next_table(resolved.months, 12)
+        self._months_prev = prev_table(resolved.months, 12)
+        self._days: DayMatcher = day_matcher(resolved.day)
+        self._first_time = (
+            min(resolved.hours) * 3600 + min(resolved.minutes) * 60 + min(resolved.seconds)
+        )
+        self._last_time = (
+            max(resolved.hours) * 3600 + max(resolved.minutes) * 60 + max(resolved.seconds)
+        )
+
+    def next_at_or_after(self, wall: int) -> int:
+        """The first matching wall time >= ``wall``."""
+        days, second = divmod(wall, DAY)
+        while days <= LAST_DAY:
+            when = date.fromordinal(days + EPOCH_ORDINAL)
+            year, month, day = when.year, when.month, when.day
+            allowed = self._months_next[month]
+            if allowed != month:
+                days = (
+                    _first_of_month(year, allowed) if allowed > 0 else _first_of_month(year + 1, 1)
+                )
+                second = 0
+                continue
+            first_weekday = (days - day + 5) % 7
+            later = self._days.month_mask(month_length(year, month), first_weekday) >> day
+            if not later:
+                days += month_length(year, month) - day + 1
+                second = 0
+                continue
+            skip = (later & -later).bit_length() - 1
+            if skip:
+                days += skip
+                second = 0
+            time = self._time_at_or_after(second)
+            if time >= 0:
+                return days * DAY + time
+            days += 1
+            second = 0
+        raise NoFireTimeError("no fire time before the year 10000")
+
+    def prev_at_or_before(self, wall: int) -> int:
+        """The last matching wall time <= ``wall``."""
+        days, second = divmod(wall, DAY)
+        while days >= FIRST_DAY:
+            when = date.fromordinal(days + EPOCH_ORDINAL)
+            year, month, day = when.year, when.month, when.day
+            allowed = self._months_prev[month]
+            if allowed != month:
+                if allowed > 0:
+                    days = _first_of_month(year, allowed) + month_length(year, allowed) - 1
+                else:
+                    days = _first_of_month(year, 1) - 1
+                second = DAY - 1
+                continue
+            first_weekday = (days - day + 5) % 7
+            mask = self._days.month_mask(month_length(year, month), first_weekday)
+            earlier = mask & ((2 << day) - 1)
+            if not earlier:
+                days -= day
+                second = DAY - 1
+                continue
+            skip = day - (earlier.bit_length() - 1)
+            if skip:
+                days -= skip
+                second = DAY - 1
+            time = self._time_at_or_before(second)
+            if time >= 0:
+                return days * DAY + time
+            days -= 1
+            second = DAY - 1
+        raise NoFireTimeError("no fire time after the year 1")
+
+    def _time_at_or_after(self, second_of_day: int) -> int:
+        """The first matching second of the day >= the given one, or -1."""
+        hour, rest = divmod(second_of_day, 3600)
+        minute, second = divmod(rest, 60)
+        hours, minutes, seconds = self._hours_next, self._minutes_next, self._seconds_next
+        if hours[hour] == hour:
+            if minutes[minute] == minute:
+                found = seconds[second]
+                if found >= 0:
+                    return second_of_day - second + found
+                minute += 1
+            found = minutes[minute]
+            if found >= 0:
+                return hour * 3600 + found * 60 + seconds[0]
+            hour += 1
+        found = hours[hour]
+        if found < 0:
+            return -1
+        return found * 3600 + (self._first_time % 3600)
+
+    def _time_at_or_before(self, second_of_day: int) -> int:
+        """The last matching second of the day <= the given one, or -1."""
+        hour, rest = divmod(second_of_day, 3600)
+        minute, second = divmod(rest, 60)
+        hours, minutes, seconds = self._hours_prev, self._minutes_prev, self._seconds_prev
+        if hours[hour] == hour:
+            if minutes[minute] == minute:
+                found = seconds[second]
+                if found >= 0:
+                    return second_of_day - second + found
+                minute -= 1
+            found = minutes[minute] if minute >= 0 else -1
+            if found >= 0:
+                return hour * 3600 + found * 60 + seconds[59]
+            hour -= 1
+        found = hours[hour] if hour >= 0 else -1
+        if found < 0:
+            return -1
+        return found * 3600 + (self._last_time % 3600)
+
+
+def _first_of_month(year: int, month: int) -> int:
+    if year > 9999:
+        return LAST_DAY + 1
+    return date(year, month, 1).toordinal() - EPOCH_ORDINAL
+
+
+class Timing:
+    """Fire instants of a wall clock in a zone, under the DST rule for its kind of job."""
+
+    __slots__ = ("_fixed_time", "_wall", "_zone")
+
+    def __init__(self, wall: WallClock, zone: Zone, fixed_time: bool) -> None:
+        self._wall = wall
+        self._zone = zone
+        self._fixed_time = fixed_time
+
+    def next_at_or_after(self, start: int) -> int:
+        if self._zone.fixed:
+            offset = self._zone.offset_at(start)
+            return self._wall.next_at_or_after(start + offset) - offset
+        if self._fixed_time:
+            return self._next_fixed(start)
+        return self._next_on_instants(start)
+
+    def prev_at_or_before(self, end: int) -> int:
+        if self._zone.fixed:
+            offset = self._zone.offset_at(end)
+            return self._wall.prev_at_or_before(end + offset) - offset
+        if self._fixed_time:
+            return self._prev_fixed(end)
+        return self._prev_on_instants(end)
+
+    def _next_on_instants(self, start: int) -> int:
+        zone, limit = self._zone, start + HORIZON
+        while start <= limit:
+            offset = zone.offset_at(start)
+            candidate = self._wall.next_at_or_after(start + offset) - offset
+            change = zone.next_transition(start, candidate)
+            if change is None:
+                return candidate
+            start = change.at
+        raise NoFireTimeError("no matching time exists in this time zone")
+
+    def _prev_on_instants(self, end: int) -> int:
+        zone, limit = self._zone, end - HORIZON
+        while end >= limit:
+            offset = zone.offset_at(end)
+            candidate = self._wall.prev_at_or_before(end + offset) - offset
+            change = zone.prev_transition(end, candidate + 1)
+            if change is None:
+                return candidate
+            end = change.at - 1
+        raise NoFireTimeError("no matching time exists in this time zone")
+
+    def _next_fixed(self, start: int) -> int:
+        zone = self._zone
+        before = start - 1
+        wall = before + zone.offset_at(before) + 1
+        fold = _fold_behind(zone, before)
+        if fold is not None:
+            wall = max(wall, fold.at + fold.before)
+        while True:
+            found = self._wall.next_at_or_after(wall)
+            instant = self._first_instant(found)
+            if instant >= start:
+                return instant
+            wall = found + 1
+
+    def _prev_fixed(self, end: int) -> int:
+        zone = self._zone
+        wall = end + zone.offset_at(end)
+        fold = _fold_behind(zone, end)
+        if fold is not None:
+            wall = fold.at + fold.before - 1
+        while True:
+            found = self._wall.prev_at_or_before(wall)
+            instant = self._first_instant(found)
+            if instant <= end:
+                return instant
+            wall = found - 1
+
+    def _first_instant(self, wall: int) -> int:
+        """The first instant showing ``wall``; for a wall time in a gap, the gap's end."""
+        zone = self._zone
+        near = wall - zone.offset_at(wall)
+        change = zone.next_transition(near - 2 * DAY, near + 2 * DAY)
+        while change is not None:
+            if (
+                change.before < change.after
+                and change.at + change.before <= wall < change.at + change.after
+            ):
+                return change.at
+            if (
+                change.before > change.after
+                and change.at + change.after <= wall < change.at + change.before
+            ):
+                return wall - change.before
+            change = zone.next_transition(change.at, near + 2 * DAY)
+        offset = zone.offset_at(near)
+        return wall - zone.offset_at(wall - offset)
+
+
+def _fold_behind(zone: Zone, instant: int) -> Transition | None:
+    """The fall-back transition whose repeated wall times ``instant`` is showing a second time."""
+    change = zone.prev_transition(instant, instant - 2 * DAY)
+    if change is None or change.before <= change.after:
+        return None
+    return change if instant < change.at + change.before - change.after else None
