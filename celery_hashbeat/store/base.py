@@ -17,7 +17,7 @@ class StoreError(Exception):
     """The store could not answer; nothing was changed that the caller must undo."""
 
 
-class StoreUnavailable(StoreError):
+class StoreUnavailable(StoreError):  # noqa: N818 - the protocol's published name
     """The store is unreachable or not answering: retry later (with backoff)."""
 
 
@@ -49,11 +49,14 @@ class BeatInfo:
 class Store(abc.ABC):
     """One protocol, two implementations: Redis for HA, SQLite for one host."""
 
-    url: str
+    url: str  # the store's URL with any password masked: safe to log
 
     @abc.abstractmethod
     def acquire(self, token: str, ttl_ms: int) -> bool:
-        """Take the lease if nobody holds it (set-if-absent with TTL). True if ``token`` holds it."""
+        """Take the lease if nobody holds it (set-if-absent with TTL).
+
+        True if ``token`` holds it afterwards; a holder asking again keeps its lease unextended.
+        """
 
     @abc.abstractmethod
     def renew(self, token: str, ttl_ms: int) -> bool:

@@ -1,0 +1,358 @@
+"""The HA store: Redis (plain, TLS or Sentinel), every multi-step change one Lua script.
+
+All keys share the hash tag ``{<prefix>}`` so that one Redis Cluster slot holds them and a script
+may touch them together:
+
+- ``{p}:leader``: the leader's token, with the lease TTL as the key's expiry;
+- ``{p}:fired``: a hash, entry name -> last slot claimed (epoch ms, decimal);
+- ``{p}:beats``: a hash, beat token -> ``role|last_seen_ms|expires_ms`` in the server's clock.
+"""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+from redis.sentinel import Sentinel
+
+from ._util import DEFAULT_TIMEOUT_S, Options, check_prefix, check_ttl, config_error, mask_url
+from .base import (
+    BeatInfo,
+    LeaseInfo,
+    Store,
+    StoreAuthError,
+    StoreError,
+    StoreUnavailable,
+)
+
+# Extends the lease only while the caller's token holds it, so a deposed leader cannot revive it.
+RENEW_SCRIPT = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+"""
+
+# Deletes the lease only while the caller's token holds it, so a late release spares a successor.
+RELEASE_SCRIPT = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+"""
+
+# Under one lease check, moves each entry's fence to its slot only if later; returns the claimed
+# entries as flat (entry, previous slot or '' when none) pairs.
+CLAIM_SCRIPT = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  return {}
+end
+local claimed = {}
+for i = 2, #ARGV, 2 do
+  local stored = redis.call('HGET', KEYS[2], ARGV[i])
+  local previous = tonumber(stored)
+  if not previous or tonumber(ARGV[i + 1]) > previous then
+    redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1])
+    claimed[#claimed + 1] = ARGV[i]
+    claimed[#claimed + 1] = previous and stored or ''
+  end
+end
+return claimed
+"""
+
+# Restores an entry's previous fence only if the caller still leads and the fence is still the
+# slot it claimed, so a give-back never undoes anyone else's claim.
+UNCLAIM_SCRIPT = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1]
+    or tonumber(redis.call('HGET', KEYS[2], ARGV[2])) ~= tonumber(ARGV[3]) then
+  return 0
+end
+if ARGV[4] == '' then
+  redis.call('HDEL', KEYS[2], ARGV[2])
+else
+  redis.call('HSET', KEYS[2], ARGV[2], ARGV[4])
+end
+return 1
+"""
+
+# Records one beat and prunes the expired ones by the server's clock, so that beats on hosts whose
+# clocks disagree still agree on who is alive; the hash itself expires once every beat has gone.
+HEARTBEAT_SCRIPT = """
+if redis.replicate_commands then redis.replicate_commands() end
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local ttl = tonumber(ARGV[3])
+redis.call('HSET', KEYS[1], ARGV[1], string.format('%s|%d|%d', ARGV[2], now, now + ttl))
+local beats = redis.call('HGETALL', KEYS[1])
+for i = 1, #beats, 2 do
+  local expires = tonumber(string.match(beats[i + 1], '|(%d+)$'))
+  if not expires or expires <= now then
+    redis.call('HDEL', KEYS[1], beats[i])
+  end
+end
+if redis.call('PTTL', KEYS[1]) < ttl then
+  redis.call('PEXPIRE', KEYS[1], ttl)
+end
+return 1
+"""
+
+SCHEMES = {"redis": 6379, "rediss": 6379, "redis+sentinel": 26379, "rediss+sentinel": 26379}
+TLS_OPTIONS = ("ssl_cert_reqs", "ssl_ca_certs", "ssl_certfile", "ssl_keyfile", "ssl_check_hostname")
+OPTIONS = (
+    "socket_timeout",
+    "socket_connect_timeout",
+    "master_name",
+    "sentinel_kwargs",
+    *TLS_OPTIONS,
+)
+CERT_REQS = {
+    "required": ssl.CERT_REQUIRED,
+    "optional": ssl.CERT_OPTIONAL,
+    "none": ssl.CERT_NONE,
+    "cert_required": ssl.CERT_REQUIRED,
+    "cert_optional": ssl.CERT_OPTIONAL,
+    "cert_none": ssl.CERT_NONE,
+}
+# Server replies that mean "not now" rather than "never": retrying later can succeed.
+TRANSIENT_REPLIES = ("BUSY", "LOADING", "MASTERDOWN", "READONLY", "OOM", "MISCONF", "TRYAGAIN")
+
+
+class RedisStore(Store):
+    """The coordination protocol on Redis.
+
+    Options, in the URL's query or as keywords (keywords win): ``socket_timeout`` and
+    ``socket_connect_timeout`` (seconds, default 3), ``ssl_cert_reqs`` (``required`` by default,
+    ``optional``, ``none``, or Celery's ``CERT_*`` spelling), ``ssl_ca_certs``, ``ssl_certfile``,
+    ``ssl_keyfile``, ``ssl_check_hostname`` (``rediss://`` only), ``master_name`` and
+    ``sentinel_kwargs`` (Sentinel only; the latter a dict of connection options for the
+    sentinels themselves). ``transport_options``, Celery's dict of broker options, supplies any of
+    these it holds and its other keys are ignored.
+
+    Commands are never retried behind the caller's back: a claim that timed out may have run, and
+    running it again would report its own slots as taken.
+    """
+
+    def __init__(self, url: str, prefix: str = "hashbeat", **options: object) -> None:
+        self.url = mask_url(url)
+        self._secret = _parse_password(url)
+        check_prefix(prefix)
+        self._leader = f"{{{prefix}}}:leader"
+        self._fired = f"{{{prefix}}}:fired"
+        self._beats = f"{{{prefix}}}:beats"
+        self._sentinel, self._client = _connect(url, options)
+        self._renew = self._client.register_script(RENEW_SCRIPT)
+        self._release = self._client.register_script(RELEASE_SCRIPT)
+        self._claim = self._client.register_script(CLAIM_SCRIPT)
+        self._unclaim = self._client.register_script(UNCLAIM_SCRIPT)
+        self._heartbeat = self._client.register_script(HEARTBEAT_SCRIPT)
+
+    def acquire(self, token: str, ttl_ms: int) -> bool:
+        check_ttl(ttl_ms)
+        with self._talking():
+            if self._client.set(self._leader, token, nx=True, px=ttl_ms):
+                return True
+            return bool(self._client.get(self._leader) == token)
+
+    def renew(self, token: str, ttl_ms: int) -> bool:
+        check_ttl(ttl_ms)
+        with self._talking():
+            return bool(self._renew(keys=[self._leader], args=[token, ttl_ms]))
+
+    def release(self, token: str) -> bool:
+        with self._talking():
+            return bool(self._release(keys=[self._leader], args=[token]))
+
+    def leader(self) -> LeaseInfo | None:
+        with self._talking():
+            pipe = self._client.pipeline(transaction=True)
+            token, ttl_left = pipe.get(self._leader).pttl(self._leader).execute()
+        return None if token is None or ttl_left < 0 else LeaseInfo(token, ttl_left)
+
+    def claim(self, token: str, slots: Mapping[str, int]) -> dict[str, int | None]:
+        if not slots:
+            return {}
+        args: list[str | int] = [token]
+        for entry, slot in slots.items():
+            args += (entry, int(slot))
+        with self._talking():
+            flat = self._claim(keys=[self._leader, self._fired], args=args)
+        pairs = iter(flat)
+        return {
+            entry: int(previous) if previous else None
+            for entry, previous in zip(pairs, pairs, strict=True)
+        }
+
+    def unclaim(self, token: str, entry: str, slot: int, previous: int | None) -> bool:
+        args = [token, entry, int(slot), "" if previous is None else int(previous)]
+        with self._talking():
+            return bool(self._unclaim(keys=[self._leader, self._fired], args=args))
+
+    def last_slots(self, entries: Iterable[str] | None = None) -> dict[str, int]:
+        with self._talking():
+            if entries is None:
+                stored: dict[str, str] = self._client.hgetall(self._fired)
+            else:
+                names = list(entries)
+                values = self._client.hmget(self._fired, names) if names else []
+                stored = {
+                    name: value
+                    for name, value in zip(names, values, strict=True)
+                    if value is not None
+                }
+        return {entry: int(slot) for entry, slot in stored.items()}
+
+    def forget(self, entries: Iterable[str]) -> None:
+        names = list(entries)
+        if names:
+            with self._talking():
+                self._client.hdel(self._fired, *names)
+
+    def heartbeat(self, token: str, role: str, ttl_ms: int) -> None:
+        check_ttl(ttl_ms)
+        with self._talking():
+            self._heartbeat(keys=[self._beats], args=[token, role, ttl_ms])
+
+    def beats(self) -> list[BeatInfo]:
+        with self._talking():
+            pipe = self._client.pipeline(transaction=True)
+            (seconds, micros), stored = pipe.time().hgetall(self._beats).execute()
+        now = seconds * 1000 + micros // 1000
+        seen = []
+        for token, value in stored.items():
+            fields = value.rsplit("|", 2)
+            if len(fields) == 3 and fields[1].isdigit() and fields[2].isdigit():
+                role, last_seen, expires = fields[0], int(fields[1]), int(fields[2])
+                if expires > now:
+                    seen.append(BeatInfo(token, last_seen, role))
+        return sorted(seen, key=lambda beat: (-beat.last_seen_ms, beat.token))
+
+    def ping(self) -> None:
+        with self._talking():
+            self._client.ping()
+
+    def close(self) -> None:
+        self._client.close()
+        self._client.connection_pool.disconnect()
+        for sentinel in self._sentinel.sentinels if self._sentinel else ():
+            sentinel.close()
+
+    @contextmanager
+    def _talking(self) -> Iterator[None]:
+        """Turn redis-py's errors into the protocol's, worded for whoever reads the log."""
+        try:
+            yield
+        except redis.RedisError as exc:
+            raise self._translate(exc) from exc
+
+    def _translate(self, exc: redis.RedisError) -> StoreError:
+        text = str(exc) or type(exc).__name__
+        if self._secret:
+            text = text.replace(self._secret, "***")
+        auth_errors = (
+            redis.AuthenticationError,
+            redis.AuthenticationWrongNumberOfArgsError,
+            redis.exceptions.NoPermissionError,
+        )
+        if isinstance(exc, auth_errors) or text.startswith(("WRONGPASS", "NOAUTH", "NOPERM")):
+            return StoreAuthError(
+                f"Redis store {self.url} refused the credentials ({text}): set the right user and "
+                "password in hashbeat_store_url (redis://user:password@host:port/db)"
+            )
+        transient = (redis.ConnectionError, redis.TimeoutError, redis.exceptions.ReadOnlyError)
+        if isinstance(exc, transient) or text.startswith(TRANSIENT_REPLIES):
+            return StoreUnavailable(f"Redis store {self.url} is not answering ({text}); will retry")
+        return StoreError(f"Redis store {self.url} failed: {type(exc).__name__}: {text}")
+
+
+def _parse_password(url: str) -> str | None:
+    userinfo, at, _ = url.partition("://")[2].split("/", 1)[0].rpartition("@")
+    password = userinfo.partition(":")[2] if at else ""
+    return unquote(password) or None
+
+
+def _connect(url: str, given: Mapping[str, object]) -> tuple[Sentinel | None, redis.Redis[str]]:
+    """Check everything about the URL and options up front; connect lazily, on first use."""
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:
+        raise config_error(url, f"it is not a URL ({exc})", "write redis://host:port/db") from None
+    if parts.scheme not in SCHEMES:
+        raise config_error(url, "the scheme is not a Redis one", f"use one of {', '.join(SCHEMES)}")
+    carried = given.get("transport_options") or {}
+    if not isinstance(carried, Mapping):
+        raise config_error(url, "option transport_options must be a dict", "fix transport_options")
+    chosen = {key: value for key, value in carried.items() if key in OPTIONS}
+    chosen.update((key, value) for key, value in given.items() if key != "transport_options")
+    opts = Options(url, parts.query, chosen, OPTIONS)
+    sentinel = parts.scheme.endswith("+sentinel")
+    tls = parts.scheme.startswith("rediss")
+
+    userinfo, _, netloc = parts.netloc.rpartition("@")
+    username, _, password = (unquote(part) for part in userinfo.partition(":"))
+    hosts = [_host_port(url, host, SCHEMES[parts.scheme]) for host in netloc.split(",")]
+    if len(hosts) > 1 and not sentinel:
+        raise config_error(url, "it names several hosts", "use redis+sentinel:// for Sentinel")
+    db = parts.path.strip("/") or "0"
+    if not db.isdigit():
+        raise config_error(url, f"the database {db!r} is not a number", "write /0, /1, ...")
+
+    timeout = opts.seconds("socket_timeout", DEFAULT_TIMEOUT_S)
+    sockets: dict[str, Any] = {
+        "socket_timeout": timeout,
+        "socket_connect_timeout": opts.seconds("socket_connect_timeout", timeout),
+        "retry": Retry(NoBackoff(), 0),
+    }
+    kwargs: dict[str, Any] = {
+        **sockets,
+        "db": int(db),
+        "username": username or None,
+        "password": password or None,
+        "decode_responses": True,
+        **_tls(opts, tls),
+    }
+    master = opts.text("master_name")
+    if not sentinel:
+        if opts.given("master_name") or opts.given("sentinel_kwargs"):
+            raise config_error(url, "master_name is for Sentinel", "use redis+sentinel://")
+        return None, redis.Redis(host=hosts[0][0], port=hosts[0][1], **kwargs)
+    if master is None:
+        raise config_error(url, "Sentinel needs a master name", "add ?master_name=mymaster")
+    sentinels = Sentinel(hosts, sentinel_kwargs={**sockets, **opts.mapping("sentinel_kwargs")})
+    return sentinels, sentinels.master_for(master, **kwargs)
+
+
+def _host_port(url: str, text: str, default_port: int) -> tuple[str, int]:
+    try:
+        parts = urlsplit(f"//{text}")
+        return parts.hostname or "localhost", parts.port or default_port
+    except ValueError:
+        raise config_error(url, f"{text!r} is not host:port", "write host:port") from None
+
+
+def _tls(opts: Options, tls: bool) -> dict[str, Any]:
+    """redis-py's TLS keywords, from the options as redis-py and Celery spell them."""
+    if not tls:
+        given = [name for name in TLS_OPTIONS if opts.given(name)]
+        if given:
+            raise config_error(opts.url, f"{', '.join(given)} need TLS", "use rediss://")
+        return {}
+    reqs = (opts.text("ssl_cert_reqs") or "required").lower()
+    if reqs not in CERT_REQS:
+        raise opts.error("ssl_cert_reqs", "required, optional or none (or CERT_REQUIRED, ...)")
+    files = {name: opts.text(name) for name in ("ssl_ca_certs", "ssl_certfile", "ssl_keyfile")}
+    for name, path in files.items():
+        if path is not None and not Path(path).is_file():
+            raise config_error(opts.url, f"{name} {path!r} is not a file", f"fix {name}")
+    return {
+        "ssl": True,
+        "ssl_cert_reqs": CERT_REQS[reqs],
+        "ssl_check_hostname": opts.flag("ssl_check_hostname", CERT_REQS[reqs] != ssl.CERT_NONE),
+        **files,
+    }
