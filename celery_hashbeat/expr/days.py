@@ -24,15 +24,23 @@ def month_length(year: int, month: int) -> int:
 class DayMatcher:
     """A DaySpec compiled to bit masks; shared by every expression with the same day fields."""
 
-    __slots__ = ("_dom", "_dow", "_spec")
+    __slots__ = ("_dom", "_dow", "_masks", "_spec")
 
     def __init__(self, spec: DaySpec) -> None:
         self._spec = spec
         self._dom = day_bits(spec.days)
         self._dow = weekday_masks(spec.weekdays)
+        self._masks: dict[int, int] = {}
 
     def month_mask(self, length: int, first_weekday: int) -> int:
         """The days of a month of ``length`` days whose 1st falls on ``first_weekday``."""
+        shape = length * 8 + first_weekday
+        mask = self._masks.get(shape)
+        if mask is None:
+            mask = self._masks[shape] = self._compute(length, first_weekday)
+        return mask
+
+    def _compute(self, length: int, first_weekday: int) -> int:
         spec = self._spec
         valid = (1 << (length + 1)) - 2
         by_date = self._dom

@@ -18,7 +18,7 @@ from datetime import date
 from .days import DayMatcher, day_matcher, month_length
 from .errors import NoFireTimeError
 from .fields import Resolved, next_table, prev_table
-from .zones import Transition, Zone
+from .zones import Segment, Zone
 
 DAY = 86400
 EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
@@ -184,7 +184,7 @@ class Timing:
 
     def next_at_or_after(self, start: int) -> int:
         if self._zone.fixed:
-            offset = self._zone.offset_at(start)
+            offset = self._zone.fixed_offset
             return self._wall.next_at_or_after(start + offset) - offset
         if self._fixed_time:
             return self._next_fixed(start)
@@ -192,85 +192,67 @@ class Timing:
 
     def prev_at_or_before(self, end: int) -> int:
         if self._zone.fixed:
-            offset = self._zone.offset_at(end)
+            offset = self._zone.fixed_offset
             return self._wall.prev_at_or_before(end + offset) - offset
         if self._fixed_time:
             return self._prev_fixed(end)
         return self._prev_on_instants(end)
 
     def _next_on_instants(self, start: int) -> int:
-        zone, limit = self._zone, start + HORIZON
-        while start <= limit:
-            offset = zone.offset_at(start)
-            candidate = self._wall.next_at_or_after(start + offset) - offset
-            change = zone.next_transition(start, candidate)
-            if change is None:
-                return candidate
-            start = change.at
+        segment, limit = self._zone.segment(start), start + HORIZON
+        while segment.start <= limit:
+            found = self._wall.next_at_or_after(start + segment.offset) - segment.offset
+            if found < segment.end:
+                return found
+            start = segment.end
+            segment = self._zone.segment(start)
         raise NoFireTimeError("no matching time exists in this time zone")
 
     def _prev_on_instants(self, end: int) -> int:
-        zone, limit = self._zone, end - HORIZON
-        while end >= limit:
-            offset = zone.offset_at(end)
-            candidate = self._wall.prev_at_or_before(end + offset) - offset
-            change = zone.prev_transition(end, candidate + 1)
-            if change is None:
-                return candidate
-            end = change.at - 1
+        segment, limit = self._zone.segment(end), end - HORIZON
+        while segment.end >= limit:
+            found = self._wall.prev_at_or_before(end + segment.offset) - segment.offset
+            if found >= segment.start:
+                return found
+            end = segment.start - 1
+            segment = self._zone.segment(end)
         raise NoFireTimeError("no matching time exists in this time zone")
 
     def _next_fixed(self, start: int) -> int:
-        zone = self._zone
+        """Wall times map to their first instant, gap wall times to the gap's end; the map never
+        decreases, so the first matching wall time past the start's wall time is the answer."""
         before = start - 1
-        wall = before + zone.offset_at(before) + 1
-        fold = _fold_behind(zone, before)
-        if fold is not None:
-            wall = max(wall, fold.at + fold.before)
+        segment = self._zone.segment(before)
+        wall = before + segment.offset + 1
+        if _repeats_into(segment, before):
+            wall = max(wall, segment.start + segment.previous)
+        found = self._wall.next_at_or_after(wall)
         while True:
-            found = self._wall.next_at_or_after(wall)
-            instant = self._first_instant(found)
-            if instant >= start:
-                return instant
-            wall = found + 1
+            if found - segment.offset < segment.end:
+                return found - segment.offset
+            following = self._zone.segment(segment.end)
+            if found < segment.end + following.offset:
+                return segment.end
+            segment = following
 
     def _prev_fixed(self, end: int) -> int:
-        zone = self._zone
-        wall = end + zone.offset_at(end)
-        fold = _fold_behind(zone, end)
-        if fold is not None:
-            wall = fold.at + fold.before - 1
+        segment = self._zone.segment(end)
+        wall = end + segment.offset
+        if _repeats_into(segment, end):
+            wall = segment.start + segment.previous - 1
+        found = self._wall.prev_at_or_before(wall)
         while True:
-            found = self._wall.prev_at_or_before(wall)
-            instant = self._first_instant(found)
-            if instant <= end:
-                return instant
-            wall = found - 1
-
-    def _first_instant(self, wall: int) -> int:
-        """The first instant showing ``wall``; for a wall time in a gap, the gap's end."""
-        zone = self._zone
-        near = wall - zone.offset_at(wall)
-        change = zone.next_transition(near - 2 * DAY, near + 2 * DAY)
-        while change is not None:
-            if (
-                change.before < change.after
-                and change.at + change.before <= wall < change.at + change.after
-            ):
-                return change.at
-            if (
-                change.before > change.after
-                and change.at + change.after <= wall < change.at + change.before
-            ):
-                return wall - change.before
-            change = zone.next_transition(change.at, near + 2 * DAY)
-        offset = zone.offset_at(near)
-        return wall - zone.offset_at(wall - offset)
+            first_shown_here = not (
+                segment.previous > segment.offset and found < segment.start + segment.previous
+            )
+            if found - segment.offset >= segment.start and first_shown_here:
+                return found - segment.offset
+            if segment.previous < segment.offset and found >= segment.start + segment.previous:
+                return segment.start
+            segment = self._zone.segment(segment.start - 1)
 
 
-def _fold_behind(zone: Zone, instant: int) -> Transition | None:
-    """The fall-back transition whose repeated wall times ``instant`` is showing a second time."""
-    change = zone.prev_transition(instant, instant - 2 * DAY)
-    if change is None or change.before <= change.after:
-        return None
-    return change if instant < change.at + change.before - change.after else None
+def _repeats_into(segment: Segment, instant: int) -> bool:
+    """Whether ``instant`` shows a wall time a second time, after a fall-back transition."""
+    fall = segment.previous - segment.offset
+    return fall > 0 and instant < segment.start + fall

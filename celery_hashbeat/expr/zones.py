@@ -28,6 +28,43 @@ class Transition(NamedTuple):
     after: int
 
 
+class Segment(NamedTuple):
+    """A span of instants with one offset: wall time = instant + offset inside [start, end).
+
+    ``previous`` is the offset just before ``start`` (equal to ``offset`` where ``start`` is only
+    the edge of what is known, not a transition).
+    """
+
+    start: int
+    end: int
+    offset: int
+    previous: int
+
+
+UTC_NAMES = frozenset(
+    {
+        "UTC",
+        "Etc/UTC",
+        "Etc/UCT",
+        "UCT",
+        "Etc/Universal",
+        "Universal",
+        "Zulu",
+        "Etc/Zulu",
+        "GMT",
+        "Etc/GMT",
+        "Etc/GMT0",
+        "Etc/GMT+0",
+        "Etc/GMT-0",
+        "GMT0",
+        "GMT+0",
+        "GMT-0",
+        "Etc/Greenwich",
+        "Greenwich",
+    }
+)
+
+
 def load_zone(tz: str | tzinfo | None) -> tzinfo:
     """The tzinfo for a zone name, a tzinfo, or None (UTC); an unknown name is a clear error."""
     if tz is None:
@@ -43,48 +80,71 @@ def load_zone(tz: str | tzinfo | None) -> tzinfo:
 
 
 class Zone:
-    """A tzinfo with its transitions at hand."""
+    """A tzinfo with its transitions at hand, and the segment last asked for."""
 
-    __slots__ = ("_starts", "_transitions", "_years_done", "fixed", "tz")
+    __slots__ = (
+        "_last",
+        "_segment_starts",
+        "_segments",
+        "_starts",
+        "_transitions",
+        "_years_done",
+        "fixed",
+        "fixed_offset",
+        "tz",
+    )
 
     def __init__(self, tz: tzinfo) -> None:
         self.tz = tz
-        self.fixed = isinstance(tz, timezone)
+        self.fixed = isinstance(tz, timezone) or str(tz) in UTC_NAMES
+        constant = tz.utcoffset(None) if isinstance(tz, timezone) else None
+        self.fixed_offset = int(constant.total_seconds()) if constant is not None else 0
         self._years_done: set[int] = set()
         self._transitions: list[Transition] = []
         self._starts: list[int] = []
+        self._segments: list[Segment] = []
+        self._segment_starts: list[int] = []
+        self._last = Segment(0, 0, 0, 0)
 
     def offset_at(self, instant: int) -> int:
         offset = datetime.fromtimestamp(instant, self.tz).utcoffset()
         return int(offset.total_seconds()) if offset is not None else 0
 
-    def next_transition(self, instant: int, horizon: int) -> Transition | None:
-        """The first transition strictly after ``instant`` and at most at ``horizon``."""
-        if self.fixed:
-            return None
-        year = _year_of(instant)
-        while year <= LAST_YEAR and _year_start(year) <= horizon:
-            self._learn(year)
-            index = bisect.bisect_right(self._starts, instant)
-            if index < len(self._starts) and _year_of(self._starts[index]) <= year:
-                found = self._transitions[index]
-                return found if found.at <= horizon else None
-            year += 1
-        return None
+    def segment(self, instant: int) -> Segment:
+        """The span of one offset around ``instant``, bounded by transitions or by the years
+        learned (the year before to the year after), whichever is nearer."""
+        last = self._last
+        if last.start <= instant < last.end:
+            return last
+        index = bisect.bisect_right(self._segment_starts, instant) - 1
+        if index >= 0 and instant < self._segments[index].end:
+            self._last = self._segments[index]
+            return self._last
+        self._last = self._new_segment(instant, index)
+        return self._last
 
-    def prev_transition(self, instant: int, horizon: int) -> Transition | None:
-        """The last transition at or before ``instant`` and at least at ``horizon``."""
-        if self.fixed:
-            return None
+    def _new_segment(self, instant: int, index: int) -> Segment:
         year = _year_of(instant)
-        while year >= FIRST_YEAR and _year_start(year + 1) > horizon:
-            self._learn(year)
-            index = bisect.bisect_right(self._starts, instant) - 1
-            if index >= 0 and _year_of(self._starts[index]) >= year:
-                found = self._transitions[index]
-                return found if found.at >= horizon else None
-            year -= 1
-        return None
+        for learn in (year - 1, year, year + 1):
+            if FIRST_YEAR <= learn <= LAST_YEAR:
+                self._learn(learn)
+        start = _year_start(max(year - 1, FIRST_YEAR))
+        end = _year_start(min(year + 2, LAST_YEAR + 1))
+        offset = self.offset_at(instant)
+        previous = offset
+        at = bisect.bisect_right(self._starts, instant)
+        if at > 0 and self._starts[at - 1] >= start:
+            start, previous = self._starts[at - 1], self._transitions[at - 1].before
+        if at < len(self._starts) and self._starts[at] < end:
+            end = self._starts[at]
+        if index >= 0:
+            start = max(start, self._segments[index].end)
+        if index + 1 < len(self._segments):
+            end = min(end, self._segments[index + 1].start)
+        segment = Segment(start, end, offset, previous)
+        self._segments.insert(index + 1, segment)
+        self._segment_starts.insert(index + 1, start)
+        return segment
 
     def _learn(self, year: int) -> None:
         if year in self._years_done:
