@@ -40,5 +40,5 @@ def open_store(url: str, prefix: str = "hashbeat", **options: object) -> Store:
         return RedisStore(url, prefix, **options)
     if scheme == "sqlite":
         return SQLiteStore(url, prefix, **options)
-    supported = ", ".join(f"{name}://" for name in (*REDIS_SCHEMES, "sqlite"))
+    supported = ", ".join([*(f"{name}://" for name in REDIS_SCHEMES), "sqlite:///path"])
     raise config_error(url, "its scheme names no known store", f"use one of {supported}")

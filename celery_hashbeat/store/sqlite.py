@@ -28,6 +28,8 @@ SCHEMA = (
     " PRIMARY KEY (prefix, token)) WITHOUT ROWID",
 )
 
+SCHEMA_VERSION = 1
+
 # Entries per ``IN (...)`` query: below the 999 bound parameters that older SQLite builds allow.
 CHUNK = 500
 
@@ -66,7 +68,7 @@ class SQLiteStore(Store):
             self._prepare()
         except sqlite3.Error as exc:
             if not _busy(exc):
-                fix = "fix the path or move the file away"
+                fix = "give a writable SQLite file in a writable directory, or another path"
                 raise config_error(url, self._describe(exc), fix) from exc
 
     def _prepare(self) -> None:
@@ -78,6 +80,8 @@ class SQLiteStore(Store):
         try:
             for statement in SCHEMA:
                 self._db.execute(statement)
+            # Always a real write, so that a read-only file is found out now, not at first claim.
+            self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             self._db.execute("COMMIT")
         finally:
             if self._db.in_transaction:
@@ -86,10 +90,10 @@ class SQLiteStore(Store):
 
     def _describe(self, exc: sqlite3.Error) -> str:
         if _busy(exc):
-            return f"SQLite store {self.path} stayed locked by another process for {self._timeout}s"
+            return f"{self.path} stayed locked by another process for {self._timeout}s"
         if isinstance(exc, sqlite3.DatabaseError) and "not a database" in str(exc):
-            return f"SQLite store {self.path} is not a SQLite database or is corrupt"
-        return f"SQLite store {self.path} cannot be used ({exc}): check it is a writable file"
+            return f"{self.path} is not a SQLite database or is corrupt"
+        return f"{self.path} cannot be used ({exc})"
 
     @contextmanager
     def _tx(self, write: bool = True) -> Iterator[sqlite3.Connection]:
@@ -106,7 +110,7 @@ class SQLiteStore(Store):
                     if self._db.in_transaction:
                         self._db.execute("ROLLBACK")
             except sqlite3.Error as exc:
-                raise StoreUnavailable(f"{self._describe(exc)}; will retry") from exc
+                raise StoreUnavailable(f"SQLite store {self._describe(exc)}; will retry") from exc
 
     def _holds(self, db: sqlite3.Connection, token: str, now: int) -> bool:
         row = db.execute(

@@ -1,0 +1,137 @@
+"""What only the SQLite store has: a path to get right and a file that others may lock or spoil."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+
+from celery_hashbeat.store import SQLiteStore, StoreConfigError, StoreUnavailable, open_store
+
+LONG = 60_000
+
+
+def test_relative_and_absolute_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "rel").mkdir()
+    relative = open_store("sqlite:///rel/beat.sqlite")
+    absolute = open_store(f"sqlite:///{tmp_path}/rel/beat.sqlite")
+    try:
+        assert isinstance(relative, SQLiteStore)
+        assert isinstance(absolute, SQLiteStore)
+        assert relative.path == absolute.path == str(tmp_path / "rel" / "beat.sqlite")
+        assert relative.acquire("a", LONG)
+        assert not absolute.acquire("b", LONG)
+    finally:
+        relative.close()
+        absolute.close()
+
+
+def test_the_file_is_shared_in_wal_mode(tmp_path: Path) -> None:
+    store = open_store(f"sqlite:///{tmp_path}/beat.sqlite")
+    store.close()
+    raw = sqlite3.connect(tmp_path / "beat.sqlite")
+    try:
+        assert raw.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    finally:
+        raw.close()
+
+
+@pytest.mark.parametrize(
+    ("url", "complaint"),
+    [
+        ("sqlite://:memory:", "in-memory"),
+        ("sqlite:///:memory:", "in-memory"),
+        ("sqlite://", "no file path"),
+        ("sqlite:///", "no file path"),
+        ("sqlite://host/beat.sqlite", "no file path"),
+        ("sqlite:////no/such/directory/beat.sqlite", "does not exist"),
+        ("sqlite:///beat.sqlite?timeout=soon", "timeout"),
+        ("sqlite:///beat.sqlite?socket_timeout=1", "unknown option"),
+    ],
+)
+def test_malformed_urls_are_config_errors(url: str, complaint: str) -> None:
+    with pytest.raises(StoreConfigError, match="hashbeat_store_url") as raised:
+        open_store(url)
+    assert complaint in str(raised.value)
+
+
+def test_a_directory_is_no_database(tmp_path: Path) -> None:
+    with pytest.raises(StoreConfigError, match="is a directory"):
+        open_store(f"sqlite:///{tmp_path}")
+
+
+def test_a_corrupt_file_is_a_config_error_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "beat.sqlite"
+    path.write_bytes(b"this is no database " * 100)
+    with pytest.raises(StoreConfigError, match="not a SQLite database") as raised:
+        open_store(f"sqlite:///{path}")
+    assert str(path) in str(raised.value)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write to any file")
+@pytest.mark.parametrize("directory_writable", [True, False])
+def test_an_unwritable_file_is_a_config_error_naming_it(
+    tmp_path: Path, directory_writable: bool
+) -> None:
+    path = tmp_path / "beat.sqlite"
+    open_store(f"sqlite:///{path}").close()
+    path.chmod(0o400)
+    tmp_path.chmod(0o700 if directory_writable else 0o500)
+    try:
+        with pytest.raises(StoreConfigError, match="readonly") as raised:
+            open_store(f"sqlite:///{path}")
+        assert str(path) in str(raised.value)
+    finally:
+        tmp_path.chmod(0o700)
+
+
+def test_a_locked_file_is_unavailable_within_the_timeout_and_reads_go_on(tmp_path: Path) -> None:
+    path = tmp_path / "beat.sqlite"
+    store = open_store(f"sqlite:///{path}", timeout=0.2)
+    holder = sqlite3.connect(path, isolation_level=None)
+    try:
+        holder.execute("BEGIN IMMEDIATE")  # another process, stuck inside its transaction
+        started = time.monotonic()
+        with pytest.raises(StoreUnavailable, match="locked") as raised:
+            store.acquire("a", LONG)
+        assert time.monotonic() - started < 2.5
+        assert str(path) in str(raised.value)
+        assert store.leader() is None  # WAL: readers never wait for the writer
+        holder.execute("ROLLBACK")
+        assert store.acquire("a", LONG)
+    finally:
+        holder.close()
+        store.close()
+
+
+def test_a_file_locked_at_open_is_prepared_on_first_use(tmp_path: Path) -> None:
+    path = tmp_path / "beat.sqlite"
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    store = open_store(f"sqlite:///{path}?timeout=0.2")
+    try:
+        with pytest.raises(StoreUnavailable, match="locked"):
+            store.ping()
+        holder.execute("COMMIT")
+        store.ping()
+        assert store.acquire("a", LONG)
+    finally:
+        holder.close()
+        store.close()
+
+
+def test_several_prefixes_share_one_file(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/beat.sqlite"
+    first, second = open_store(url, "one"), open_store(url, "two")
+    try:
+        assert first.acquire("a", LONG)
+        assert second.acquire("b", LONG)
+        assert first.claim("a", {"x": 1}) == {"x": None}
+        assert second.last_slots() == {}
+    finally:
+        first.close()
+        second.close()
