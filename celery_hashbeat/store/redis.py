@@ -141,12 +141,11 @@ class RedisStore(Store):
 
     def __init__(self, url: str, prefix: str = "hashbeat", **options: object) -> None:
         self.url = mask_url(url)
-        self._secret = _parse_password(url)
         check_prefix(prefix)
         self._leader = f"{{{prefix}}}:leader"
         self._fired = f"{{{prefix}}}:fired"
         self._beats = f"{{{prefix}}}:beats"
-        self._sentinel, self._client = _connect(url, options)
+        self._sentinel, self._client, self._secret = _connect(url, options)
         self._renew = self._client.register_script(RENEW_SCRIPT)
         self._release = self._client.register_script(RELEASE_SCRIPT)
         self._claim = self._client.register_script(CLAIM_SCRIPT)
@@ -271,14 +270,13 @@ class RedisStore(Store):
         return StoreError(f"Redis store {self.url} failed: {type(exc).__name__}: {text}")
 
 
-def _parse_password(url: str) -> str | None:
-    userinfo, at, _ = url.partition("://")[2].split("/", 1)[0].rpartition("@")
-    password = userinfo.partition(":")[2] if at else ""
-    return unquote(password) or None
+def _connect(
+    url: str, given: Mapping[str, object]
+) -> tuple[Sentinel | None, redis.Redis[str], str | None]:
+    """Check everything about the URL and options up front; connect lazily, on first use.
 
-
-def _connect(url: str, given: Mapping[str, object]) -> tuple[Sentinel | None, redis.Redis[str]]:
-    """Check everything about the URL and options up front; connect lazily, on first use."""
+    Returns the Sentinel (if any), the client, and the password, to keep it out of messages.
+    """
     try:
         parts = urlsplit(url)
     except ValueError as exc:
@@ -321,11 +319,11 @@ def _connect(url: str, given: Mapping[str, object]) -> tuple[Sentinel | None, re
     if not sentinel:
         if opts.given("master_name") or opts.given("sentinel_kwargs"):
             raise config_error(url, "master_name is for Sentinel", "use redis+sentinel://")
-        return None, redis.Redis(host=hosts[0][0], port=hosts[0][1], **kwargs)
+        return None, redis.Redis(host=hosts[0][0], port=hosts[0][1], **kwargs), password or None
     if master is None:
         raise config_error(url, "Sentinel needs a master name", "add ?master_name=mymaster")
     sentinels = Sentinel(hosts, sentinel_kwargs={**sockets, **opts.mapping("sentinel_kwargs")})
-    return sentinels, sentinels.master_for(master, **kwargs)
+    return sentinels, sentinels.master_for(master, **kwargs), password or None
 
 
 def _host_port(url: str, text: str, default_port: int) -> tuple[str, int]:

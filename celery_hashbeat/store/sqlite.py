@@ -261,7 +261,7 @@ def _path(url: str) -> str:
     scheme, _, rest = url.partition("://")
     location = rest.partition("?")[0]
     fix = "write sqlite:///relative/path or sqlite:////absolute/path"
-    if scheme != "sqlite":
+    if scheme.lower() != "sqlite":
         raise config_error(url, "the scheme is not sqlite", fix)
     if ":memory:" in location or location.startswith("/file:"):
         raise config_error(url, "an in-memory database is private to one process", fix)
