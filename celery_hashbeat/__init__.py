@@ -3,3 +3,7 @@
 from .expr import CronExpr, CronSyntaxError, NoFireTimeError, parse
 
 __all__ = ["CronExpr", "CronSyntaxError", "NoFireTimeError", "parse"]
+from .scheduler import Scheduler
+from .schedules import hashcron, hashinterval
+
+__all__ += ["Scheduler", "hashcron", "hashinterval"]

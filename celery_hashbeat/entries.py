@@ -1,0 +1,282 @@
+"""Schedule entries as the scheduler keeps them: small, slotted, and planned in UTC epoch ms.
+
+An entry knows the next slot it should fire and, while catching up, the missed slots it still
+owes; the catch-up policy (DESIGN.md §5) lives here, in ``advance``. Entries are built from the
+``beat_schedule`` dicts Celery users already write, plus the ``catch_up`` and ``catch_up_window``
+keys; a definition that cannot run raises EntryError, which names the entry.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Hashable, Mapping
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, cast
+
+from celery.beat import BeatLazyFunc, ScheduleEntry
+from celery.schedules import BaseSchedule, crontab, schedule, solar
+
+from celery_hashbeat.schedules import hashcron, hashinterval
+from celery_hashbeat.settings import catch_up_mode, catch_up_window
+from celery_hashbeat.slots import (
+    ChainSlots,
+    CronSlots,
+    DerivedSlots,
+    Slots,
+    duration_ms,
+    to_datetime,
+    to_ms,
+)
+
+if TYPE_CHECKING:
+    from celery import Celery
+
+    from celery_hashbeat.settings import Settings
+
+#: The most missed slots ``catch_up="all"`` enqueues for one entry.
+ALL_CAP = 100
+
+KNOWN_KEYS = frozenset(
+    {"task", "schedule", "args", "kwargs", "options", "relative", "catch_up", "catch_up_window"}
+)
+
+_order = itertools.count()
+
+
+class EntryError(ValueError):
+    """A beat_schedule entry that cannot run; the message names the entry."""
+
+
+class Entry(ScheduleEntry):
+    """One entry of the schedule.
+
+    A ScheduleEntry to anything that inspects the scheduler, but slotted and never built through
+    ScheduleEntry.__init__, which makes a schedule object and a datetime per entry: at 100,000
+    entries memory is the budget that matters.
+    """
+
+    __slots__ = (
+        "active",
+        "args",
+        "catch_up",
+        "kwargs",
+        "last_slot",
+        "lazy",
+        "name",
+        "options",
+        "order",
+        "pending",
+        "relative",
+        "schedule",
+        "slot",
+        "source",
+        "task",
+        "total_run_count",
+        "window",
+    )
+
+    name: str
+    task: str
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    options: dict[str, Any]
+
+    def __init__(
+        self,
+        name: str,
+        task: str,
+        schedule: Any,
+        source: Slots,
+        args: Any,
+        kwargs: Any,
+        options: Any,
+        relative: bool,
+        catch_up: str,
+        window: int | None,
+    ) -> None:
+        self.name = name
+        self.task = task
+        self.schedule = schedule
+        self.source = source
+        self.args = args
+        self.kwargs = kwargs
+        self.options = options
+        self.relative = relative
+        self.catch_up = catch_up
+        self.window = window
+        self.lazy = any(isinstance(value, BeatLazyFunc) for value in (*args, *kwargs.values()))
+        self.order = next(_order)
+        self.active = True
+        self.slot: int | None = None
+        self.pending: list[int] | None = None
+        self.last_slot: int | None = None
+        self.total_run_count = 0
+
+    @property
+    def last_run_at(self) -> datetime | None:
+        """The last slot this beat enqueued, for code that inspects entries the Celery way."""
+        return None if self.last_slot is None else to_datetime(self.last_slot)
+
+    @last_run_at.setter
+    def last_run_at(self, value: datetime | None) -> None:
+        self.last_slot = None if value is None else to_ms(value)
+
+    def same_as(self, other: Entry) -> bool:
+        """Whether a reloaded definition leaves this entry as it was."""
+        return (
+            self.task == other.task
+            and self.args == other.args
+            and self.kwargs == other.kwargs
+            and self.options == other.options
+            and self.relative == other.relative
+            and self.catch_up == other.catch_up
+            and self.window == other.window
+            and type(self.schedule) is type(other.schedule)
+            and self.schedule == other.schedule
+        )
+
+    def start(self, fence: int | None, now: int) -> None:
+        """Pick the entry up as a new leader: catch up from the last slot enqueued, or, for one
+        never enqueued, wait for its next slot after now (a new entry never fires on start)."""
+        self.pending = None
+        if fence is None:
+            self.slot = self.source.next_after(now)
+        else:
+            self.advance(fence, now)
+
+    def advance(self, done: int, now: int) -> None:
+        """Move past slot ``done``: to the next slot, or, if slots were missed, to the first of
+        those the catch-up policy keeps."""
+        pending = self.pending
+        if pending:
+            self.slot = pending.pop()
+            if not pending:
+                self.pending = None
+            return
+        following = self.source.next_after(done)
+        if following > now:
+            self.slot = following
+            return
+        missed = self._missed(done, now)
+        if not missed:
+            self.slot = self.source.next_after(now)
+            return
+        self.slot = missed[0]
+        if len(missed) > 1:
+            self.pending = missed[:0:-1]
+
+    def _missed(self, after: int, now: int) -> list[int]:
+        if self.catch_up == "skip":
+            return []
+        low = after if self.window is None else max(after, now - self.window - 1)
+        return self.source.recent(low, now, 1 if self.catch_up == "latest" else ALL_CAP)
+
+    def expired(self, now: int) -> bool:
+        """Whether the slot due now is older than the catch-up window, so it is never enqueued."""
+        return self.window is not None and self.slot is not None and self.slot < now - self.window
+
+
+class SharedSlots:
+    """Builds each entry's slot source, sharing one among entries whose schedules agree, so a
+    hundred thousand entries hold a few hundred parsed expressions between them."""
+
+    def __init__(self, app: Celery) -> None:
+        self.app = app
+        self._shared: dict[Hashable, Slots] = {}
+
+    def _share(self, identity: Hashable, make: Any) -> Slots:
+        found = self._shared.get(identity)
+        if found is None:
+            found = self._shared[identity] = make()
+        return found
+
+    def source(self, name: str, given: Any, relative: bool) -> Slots:
+        """The slots of ``given`` (any schedule Celery accepts, or ours) for entry ``name``."""
+        if isinstance(given, hashcron):
+            expr = given.compile(name)
+            return self._share(("cron", expr), lambda: CronSlots(expr))
+        if isinstance(given, hashinterval):
+            return given.slots(name)
+        if isinstance(given, int | float) and not isinstance(given, bool):
+            given = timedelta(seconds=given)
+        if isinstance(given, timedelta):
+            given = schedule(given, relative, app=self.app)
+        if type(given) is schedule and not given.relative:
+            every = duration_ms(given.run_every)  # type: ignore[attr-defined]
+            return self._share(("every", every), lambda: ChainSlots(every))
+        if isinstance(given, BaseSchedule):
+            identity = derived_identity(given)
+            if identity is None:
+                return DerivedSlots(given, self.app)
+            return self._share(identity, lambda: DerivedSlots(given, self.app))
+        raise EntryError(
+            f"entry {name!r}: unknown schedule type {type(given).__name__}: use hashcron, "
+            f"hashinterval, crontab, solar, a celery.schedules.schedule, a timedelta or seconds"
+        )
+
+
+def derived_identity(schedule_: BaseSchedule) -> Hashable | None:
+    """What makes two Celery schedules fire alike, for the kinds whose fields say so."""
+    kind, given = type(schedule_), cast(Any, schedule_)
+    if kind is crontab:
+        fields = (given.minute, given.hour, given.day_of_week, given.day_of_month)
+        return ("crontab", *map(frozenset, fields), frozenset(given.month_of_year))
+    if kind is schedule:
+        return ("relative", given.run_every)
+    if kind is solar:
+        return ("solar", given.event, given.lat, given.lon)
+    return None
+
+
+def build_entry(
+    name: str, definition: Any, settings: Settings, shared: SharedSlots, now: int
+) -> Entry:
+    """An Entry from a beat_schedule value (a dict, or a ScheduleEntry), checked by computing its
+    first slot, so a definition that cannot run fails here, naming the entry."""
+    if isinstance(definition, ScheduleEntry):
+        definition = {
+            "task": definition.task,
+            "schedule": definition.schedule,
+            "args": definition.args,
+            "kwargs": definition.kwargs,
+            "options": definition.options,
+        }
+    if not isinstance(definition, Mapping):
+        raise EntryError(f"entry {name!r}: expected a dict, not {type(definition).__name__}")
+    unknown = sorted(set(definition) - KNOWN_KEYS)
+    if unknown:
+        raise EntryError(f"entry {name!r}: unknown keys {unknown}; known: {sorted(KNOWN_KEYS)}")
+    task = definition.get("task")
+    if not isinstance(task, str) or not task:
+        raise EntryError(f"entry {name!r}: 'task' must be a task name, not {task!r}")
+    args = definition.get("args") or ()
+    kwargs = definition.get("kwargs") or {}
+    options = definition.get("options") or {}
+    if not isinstance(kwargs, Mapping) or not isinstance(options, Mapping):
+        raise EntryError(f"entry {name!r}: 'kwargs' and 'options' must be dicts")
+    relative = bool(definition.get("relative", False))
+    try:
+        mode = catch_up_mode(definition.get("catch_up", settings.catch_up), "catch_up")
+        window = (
+            catch_up_window(definition["catch_up_window"], "catch_up_window")
+            if "catch_up_window" in definition
+            else settings.catch_up_window
+        )
+        source = shared.source(name, definition.get("schedule"), relative)
+        source.next_after(now)
+    except EntryError:
+        raise
+    except Exception as exc:
+        raise EntryError(f"entry {name!r}: {exc}") from exc
+    return Entry(
+        name,
+        task,
+        definition.get("schedule"),
+        source,
+        tuple(args),
+        kwargs,
+        options,
+        relative,
+        mode,
+        None if window is None else round(window * 1000),
+    )

@@ -1,0 +1,159 @@
+"""Leadership (DESIGN.md §5): at most one beat holds the lease and enqueues.
+
+The lease is a state machine driven by the scheduler's ticks: a standby tries to acquire at least
+once a second, the leader renews every renewal period and steps down the moment a renewal fails,
+and an unreachable store makes any beat a standby that retries with backoff. Each change of state
+is logged once, never once per tick.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import socket
+from typing import TYPE_CHECKING
+
+from celery.utils.log import get_logger
+
+from celery_hashbeat.store.base import StoreAuthError, StoreError
+
+if TYPE_CHECKING:
+    from celery_hashbeat.settings import Settings
+    from celery_hashbeat.store.base import Store
+
+logger = get_logger(__name__)
+
+LEADER = "leader"
+STANDBY = "standby"
+
+#: The longest pause between attempts while the store is unreachable.
+BACKOFF_CAP = 5.0
+
+
+def new_token() -> str:
+    """``hostname:pid:random``: says which process holds the lease, and is never reused."""
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(6)}"
+
+
+class Lease:
+    """One beat's side of the lease. ``due`` is when (monotonic seconds) it next needs a call."""
+
+    def __init__(self, settings: Settings, token: str) -> None:
+        self.token = token
+        self.ttl_ms = settings.lease_ttl_ms
+        self.renew_interval = settings.renew_interval
+        self.standby_interval = min(1.0, settings.renew_interval)
+        self.leader = False
+        self.due = 0.0
+        self._role: str | None = None
+        self._heartbeat_due = 0.0
+        self._outage: str | None = None
+        self._backoff = self.standby_interval / 2
+
+    def maintain(self, store: Store, now: float) -> bool:
+        """Renew or acquire as the role asks. True when this call made this beat the leader."""
+        try:
+            return self._renew(store, now) if self.leader else self._acquire(store, now)
+        except Exception as exc:
+            self.failed(exc, now)
+            return False
+
+    def _renew(self, store: Store, now: float) -> bool:
+        if store.renew(self.token, self.ttl_ms):
+            self._heartbeat(store, LEADER, now)
+            self._answered()
+            self.due = now + self.renew_interval
+            return False
+        self.leader = False
+        self.due = now + self.standby_interval
+        self._became(STANDBY, store, "lost the lease")
+        return False
+
+    def _acquire(self, store: Store, now: float) -> bool:
+        if store.acquire(self.token, self.ttl_ms):
+            self.leader = True
+            self._heartbeat(store, LEADER, now)
+            self._answered()
+            self.due = now + self.renew_interval
+            self._became(LEADER, store, "acquired the lease")
+            return True
+        self._heartbeat(store, STANDBY, now)
+        self._answered()
+        self.due = now + self.standby_interval
+        self._became(STANDBY, store, "standing by")
+        return False
+
+    def _heartbeat(self, store: Store, role: str, now: float) -> None:
+        if role == LEADER or now >= self._heartbeat_due:
+            store.heartbeat(self.token, role, self.ttl_ms)
+            self._heartbeat_due = now + self.renew_interval
+
+    def _became(self, role: str, store: Store, what: str) -> None:
+        if role == self._role:
+            return
+        self._role = role
+        if role == LEADER:
+            logger.info(
+                "beat: %s as %s: enqueueing from now on (lease %.1fs, renewed every %.1fs)",
+                what,
+                self.token,
+                self.ttl_ms / 1000,
+                self.renew_interval,
+            )
+            return
+        holder = store.leader()
+        logger.info(
+            "beat: %s as %s: the lease is held by %s; trying to take over every %.1fs",
+            what,
+            self.token,
+            holder.token if holder else "nobody",
+            self.standby_interval,
+        )
+
+    def failed(self, exc: BaseException, now: float) -> None:
+        """The store did not answer: stand by (enqueue nothing) and retry with backoff."""
+        stepped_down = " stepped down, and" if self.leader else ""
+        self.leader = False
+        self._role = None
+        self.due = now + self._backoff
+        if self._outage is None:
+            self._outage = str(exc) or type(exc).__name__
+            if isinstance(exc, StoreAuthError):
+                logger.error(
+                    "beat: the store refused our credentials (%s);%s retrying", exc, stepped_down
+                )
+            elif isinstance(exc, StoreError):
+                logger.info(
+                    "beat: the store is unreachable (%s);%s enqueueing nothing until it answers",
+                    exc,
+                    stepped_down,
+                )
+            else:
+                logger.error(
+                    "beat: the store failed;%s enqueueing nothing until it answers",
+                    stepped_down,
+                    exc_info=exc,
+                )
+        elif logger.isEnabledFor(logging.DEBUG):
+            logger.debug("beat: the store is still unreachable: %s", exc)
+        self._backoff = min(self._backoff * 2, BACKOFF_CAP)
+
+    def _answered(self) -> None:
+        if self._outage is not None:
+            logger.info("beat: the store answers again (after: %s)", self._outage)
+            self._outage = None
+        self._backoff = self.standby_interval / 2
+
+    def release(self, store: Store) -> None:
+        """Give the lease up on a clean shutdown, so a standby takes over within a second."""
+        if not self.leader:
+            return
+        self.leader = False
+        try:
+            released = store.release(self.token)
+        except Exception as exc:
+            logger.info("beat: could not release the lease (%s); it lapses by itself", exc)
+            return
+        if released:
+            logger.info("beat: released the lease held as %s", self.token)

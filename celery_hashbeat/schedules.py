@@ -1,0 +1,181 @@
+"""hashcron and hashinterval: the engine inside Celery's schedule API.
+
+Both are ordinary ``celery.schedules.BaseSchedule`` objects, so any beat can run them. Nothing is
+parsed or checked until first use: a ``beat_schedule`` may declare an unkeyed schedule, which
+``celery_hashbeat.Scheduler`` binds to its entry name, and a malformed one costs only its own
+entry. Used elsewhere without a key, a hashed term raises the engine's CronSyntaxError at first
+use, saying how to give one.
+"""
+
+from __future__ import annotations
+
+import abc
+import copy
+from datetime import timedelta, tzinfo
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from celery.schedules import BaseSchedule, schedstate
+
+from celery_hashbeat.expr import parse
+from celery_hashbeat.expr.seeding import Key, draw
+from celery_hashbeat.slots import MILLISECOND, CronSlots, IntervalSlots, Slots, to_ms
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from datetime import datetime
+
+    from celery import Celery
+
+    from celery_hashbeat.expr import CronExpr
+
+__all__ = ["HashSchedule", "hashcron", "hashinterval"]
+
+S = TypeVar("S", bound="HashSchedule")
+
+UNKEYED_INTERVAL = (
+    "hashinterval needs a key to draw its offset: pass key=..., or run the entry under "
+    "celery_hashbeat.Scheduler, which keys it by the entry's name"
+)
+
+
+class HashSchedule(BaseSchedule, abc.ABC):
+    """What hashcron and hashinterval share: a key that may come later, and slots drawn from it."""
+
+    def __init__(
+        self,
+        key: Key | None,
+        app: Celery | None,
+        nowfun: Callable[[], datetime] | None,
+    ) -> None:
+        super().__init__(nowfun=nowfun, app=app)
+        self.key = key
+        self._own: Slots | None = None
+
+    @abc.abstractmethod
+    def slots(self, default_key: Key | None = None) -> Slots:
+        """The slots of this schedule, keyed by its own key, else by ``default_key``."""
+
+    @abc.abstractmethod
+    def _identity(self) -> tuple[Any, ...]:
+        """What makes two schedules of this kind equal."""
+
+    def bound(self: S, key: Key) -> S:
+        """This schedule keyed by ``key``, unless it was given a key of its own."""
+        if self.key is not None:
+            return self
+        clone = copy.copy(self)
+        clone.key = key
+        clone._own = None
+        return clone
+
+    def next_slot(self, after_ms: int) -> int:
+        """The first slot strictly after ``after_ms`` (UTC epoch milliseconds)."""
+        if self._own is None:
+            self._own = self.slots()
+        return self._own.next_after(after_ms)
+
+    def remaining_estimate(self, last_run_at: datetime) -> timedelta:
+        now = to_ms(self.now())
+        return (self.next_slot(to_ms(last_run_at)) - now) * MILLISECOND
+
+    def is_due(self, last_run_at: datetime) -> schedstate:
+        now = to_ms(self.now())
+        following = self.next_slot(to_ms(last_run_at))
+        if following > now:
+            return schedstate(is_due=False, next=(following - now) / 1000)
+        return schedstate(is_due=True, next=(self.next_slot(now) - now) / 1000)
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is type(self):
+            assert isinstance(other, HashSchedule)
+            return self._identity() == other._identity()
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, *self._identity()))
+
+
+class hashcron(HashSchedule):  # noqa: N801 - named like Celery's crontab
+    """A cron expression whose ``H`` terms are drawn from the key (DESIGN.md §2-§3).
+
+    ``tz`` (a zone name or tzinfo) defaults to the app's timezone; ``day_and=True`` asks a day to
+    match both day fields, as Celery's crontab does.
+    """
+
+    def __init__(
+        self,
+        expr: str,
+        key: Key | None = None,
+        tz: str | tzinfo | None = None,
+        day_and: bool = False,
+        app: Celery | None = None,
+        *,
+        nowfun: Callable[[], datetime] | None = None,
+    ) -> None:
+        super().__init__(key, app, nowfun)
+        self.expr = expr
+        self.zone = tz
+        self.day_and = day_and
+
+    def compile(self, default_key: Key | None = None) -> CronExpr:
+        """The parsed expression, keyed by this schedule's key, else by ``default_key``."""
+        key = self.key if self.key is not None else default_key
+        zone = self.zone if self.zone is not None else self.app.timezone
+        return parse(self.expr, key, tz=zone, day_and=self.day_and)
+
+    def slots(self, default_key: Key | None = None) -> CronSlots:
+        return CronSlots(self.compile(default_key))
+
+    def _identity(self) -> tuple[Any, ...]:
+        return (self.expr, self.key, self.zone, self.day_and)
+
+    def __repr__(self) -> str:
+        extras = "".join(
+            f", {name}={value!r}"
+            for name, value in (("key", self.key), ("tz", self.zone))
+            if value is not None
+        )
+        if self.day_and:
+            extras += ", day_and=True"
+        return f"hashcron({self.expr!r}{extras})"
+
+    def __reduce__(self) -> tuple[type[hashcron], tuple[Any, ...]]:
+        return type(self), (self.expr, self.key, self.zone, self.day_and)
+
+
+class hashinterval(HashSchedule):  # noqa: N801 - named like Celery's schedule
+    """Every ``every`` (a timedelta or seconds) at an offset drawn from the key.
+
+    Periods are counted from the Unix epoch, to the millisecond, so every beat and every restart
+    agrees on the slots without remembering when anything started.
+    """
+
+    def __init__(
+        self,
+        every: float | timedelta,
+        key: Key | None = None,
+        app: Celery | None = None,
+        *,
+        nowfun: Callable[[], datetime] | None = None,
+    ) -> None:
+        super().__init__(key, app, nowfun)
+        self.every = every if isinstance(every, timedelta) else timedelta(seconds=every)
+
+    def slots(self, default_key: Key | None = None) -> IntervalSlots:
+        period = self.every // MILLISECOND
+        if period < 1:
+            raise ValueError(f"hashinterval needs a period of at least 1 ms, not {self.every!r}")
+        key = self.key if self.key is not None else default_key
+        if key is None:
+            raise ValueError(UNKEYED_INTERVAL)
+        return IntervalSlots(period, draw(key, "interval", 0) % period)
+
+    def _identity(self) -> tuple[Any, ...]:
+        return (self.every, self.key)
+
+    def __repr__(self) -> str:
+        key = f", key={self.key!r}" if self.key is not None else ""
+        return f"hashinterval({self.every.total_seconds()!r}{key})"
+
+    def __reduce__(self) -> tuple[type[hashinterval], tuple[Any, ...]]:
+        return type(self), (self.every, self.key)

@@ -1,0 +1,135 @@
+"""The hashbeat_* settings (DESIGN.md §6), read with ``app.conf.get()`` and checked before anything
+connects, so a bad value stops beat at once with one message that names the setting and the fix.
+
+``app.conf.get()`` also finds the Django spelling (``CELERY_HASHBEAT_STORE_URL``) when the app was
+configured with ``namespace="CELERY"``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from celery.exceptions import ImproperlyConfigured
+
+CATCH_UP_MODES = ("latest", "all", "skip")
+
+DEFAULT_STORE_URL = "sqlite:///celerybeat-hashbeat.sqlite"
+DEFAULT_KEY_PREFIX = "hashbeat"
+DEFAULT_LEASE_TTL = 10.0
+
+#: The Redis store's timeouts; the SQLite store has one, ``timeout``.
+TIMEOUT_OPTIONS = ("socket_timeout", "socket_connect_timeout")
+
+
+def setting(conf: Any, name: str, default: Any) -> Any:
+    """A setting's value; unset and None both mean the default."""
+    value = conf.get(name)
+    return default if value is None else value
+
+
+def seconds(value: object, where: str, example: str) -> float:
+    """A positive, finite number of seconds (numeric text too, as environment-driven settings
+    often are), or an error naming ``where``."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        number = math.nan
+    else:
+        try:
+            number = float(value)
+        except ValueError:
+            number = math.nan
+    if not (number > 0 and math.isfinite(number)):
+        raise ImproperlyConfigured(
+            f"{where} must be a positive number of seconds, not {value!r}: set it to e.g. {example}"
+        )
+    return number
+
+
+def catch_up_mode(value: object, where: str) -> str:
+    """One of CATCH_UP_MODES, or an error naming ``where``."""
+    if value not in CATCH_UP_MODES:
+        choices = ", ".join(repr(mode) for mode in CATCH_UP_MODES)
+        raise ImproperlyConfigured(f"{where} must be one of {choices}, not {value!r}")
+    return str(value)
+
+
+def catch_up_window(value: object, where: str) -> float | None:
+    """A window in seconds, or None for no window."""
+    return None if value is None else seconds(value, where, "3600, or None for no limit")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything the scheduler reads from the configuration."""
+
+    store_url: str = DEFAULT_STORE_URL
+    key_prefix: str = DEFAULT_KEY_PREFIX
+    lease_ttl: float = DEFAULT_LEASE_TTL
+    renew_interval: float = DEFAULT_LEASE_TTL / 3
+    catch_up: str = "latest"
+    catch_up_window: float | None = None
+    store_options: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def lease_ttl_ms(self) -> int:
+        return math.ceil(self.lease_ttl * 1000)
+
+    @classmethod
+    def from_conf(cls, conf: Any) -> Settings:
+        """Read and check the settings of a Celery configuration."""
+        url = setting(conf, "hashbeat_store_url", DEFAULT_STORE_URL)
+        if not isinstance(url, str):
+            raise ImproperlyConfigured(
+                f"hashbeat_store_url must be a URL string such as redis://host:6379/0 or "
+                f"{DEFAULT_STORE_URL}, not {url!r}"
+            )
+        prefix = setting(conf, "hashbeat_key_prefix", DEFAULT_KEY_PREFIX)
+        if not isinstance(prefix, str) or not prefix or "{" in prefix or "}" in prefix:
+            raise ImproperlyConfigured(
+                f"hashbeat_key_prefix must be a non-empty string without braces (the store "
+                f"adds its own hash tag), not {prefix!r}"
+            )
+        ttl = seconds(
+            setting(conf, "hashbeat_lease_ttl", DEFAULT_LEASE_TTL), "hashbeat_lease_ttl", "10"
+        )
+        renew = seconds(
+            setting(conf, "hashbeat_lease_renew_interval", ttl / 3),
+            "hashbeat_lease_renew_interval",
+            f"{ttl / 3:g}",
+        )
+        if ttl < 3 * renew:
+            raise ImproperlyConfigured(
+                f"hashbeat_lease_ttl ({ttl:g}s) must be at least 3x the lease renewal period "
+                f"(hashbeat_lease_renew_interval, {renew:g}s), so a leader renews twice before "
+                f"its lease can lapse: raise hashbeat_lease_ttl to {3 * renew:g} or more, or "
+                f"lower hashbeat_lease_renew_interval to {ttl / 3:g} or less"
+            )
+        mode = catch_up_mode(setting(conf, "hashbeat_catch_up", "latest"), "hashbeat_catch_up")
+        window = catch_up_window(conf.get("hashbeat_catch_up_window"), "hashbeat_catch_up_window")
+        return cls(url, prefix, ttl, renew, mode, window, store_options(conf, url, renew))
+
+
+def store_options(conf: Any, url: str, renew: float) -> dict[str, Any]:
+    """The keywords for ``open_store``: ``hashbeat_store_options`` (the store's own option names),
+    plus ``hashbeat_sentinel_master`` and ``hashbeat_redis_use_ssl`` in Celery's spelling.
+
+    Unless a timeout is configured, a store call may take at most one renewal period, so a hung
+    store cannot keep a leader enqueueing past its lease.
+    """
+    given = setting(conf, "hashbeat_store_options", {})
+    tls = setting(conf, "hashbeat_redis_use_ssl", {})
+    for name, value in (("hashbeat_store_options", given), ("hashbeat_redis_use_ssl", tls)):
+        if not isinstance(value, Mapping):
+            raise ImproperlyConfigured(f"{name} must be a dict, not {type(value).__name__}")
+    options = {**tls, **given}
+    master = conf.get("hashbeat_sentinel_master")
+    if master is not None:
+        options.setdefault("master_name", master)
+    transport = options.get("transport_options")
+    configured = {*options, *(transport if isinstance(transport, Mapping) else ())}
+    timeouts = ("timeout",) if url.startswith("sqlite") else TIMEOUT_OPTIONS
+    if not any(name in configured or f"{name}=" in url for name in timeouts):
+        options.update(dict.fromkeys(timeouts, renew))
+    return options
