@@ -171,9 +171,18 @@ class Entry(ScheduleEntry):
         low = after if self.window is None else max(after, now - self.window - 1)
         return self.source.recent(low, now, 1 if self.catch_up == "latest" else ALL_CAP)
 
-    def expired(self, now: int) -> bool:
-        """Whether the slot due now is older than the catch-up window, so it is never enqueued."""
-        return self.window is not None and self.slot is not None and self.slot < now - self.window
+    def ready(self, now: int) -> bool:
+        """Whether the slot at the head of the queue is to be enqueued now. An overdue slot with
+        later slots overdue too goes through the catch-up policy first, and a slot older than the
+        window is never enqueued: either may move the entry on."""
+        slot = self.slot
+        assert slot is not None
+        if self.pending is None and self.catch_up != "all" and self.source.next_after(slot) <= now:
+            kept = self._missed(slot - 1, now)
+            self.slot = slot = kept[-1] if kept else self.source.next_after(now)
+        if self.window is not None and slot < now - self.window:
+            self.advance(slot, now)
+        return self.slot is not None and self.slot <= now
 
 
 class SharedSlots:

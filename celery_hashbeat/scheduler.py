@@ -124,7 +124,8 @@ class Scheduler(beat.Scheduler):
                 current.active = False
             self.entries[name] = entry
             if self._lease.leader:
-                heappush(self._queue, self._placed(entry, None, now))
+                self._plan(entry, now, entry.start, None, now)
+                heappush(self._queue, self._item(entry, now))
 
     def add(self, **kwargs: Any) -> ScheduleEntry:
         name = kwargs.pop("name")
@@ -201,20 +202,18 @@ class Scheduler(beat.Scheduler):
             self._lease.failed(exc, time.monotonic())
             return
         now = self.now_ms()
-        queue = [self._placed(entry, fences.get(name), now) for name, entry in self.entries.items()]
+        for name, entry in self.entries.items():
+            self._plan(entry, now, entry.start, fences.get(name), now)
+        queue = [self._item(entry, now) for entry in self.entries.values()]
         heapify(queue)
         self._queue = queue
         logger.debug("beat: leading %d entries (%d forgotten)", len(queue), len(gone))
 
-    def _placed(self, entry: Entry, after: int | None, now: int) -> tuple[int, int, Entry]:
-        """The queue item of an entry moved past ``after`` (a fence or a handled slot; None for
-        a fresh start). A schedule that cannot say its next slot is logged and asked again later,
-        as Celery's scheduler does."""
+    def _plan(self, entry: Entry, now: int, step: Callable[..., Any], *args: Any) -> Any:
+        """Run one planning step of ``entry``. A schedule that cannot say its next slot is logged
+        and asked again later, as Celery's own scheduler does."""
         try:
-            if after is None:
-                entry.start(None, now)
-            else:
-                entry.advance(after, now)
+            return step(*args)
         except Exception:
             logger.exception(
                 "beat: cannot compute the next slot of entry %r; trying again in %ss",
@@ -222,9 +221,13 @@ class Scheduler(beat.Scheduler):
                 self.max_wait,
             )
             entry.slot = entry.pending = None
-            return (now + int(self.max_wait * 1000), entry.order, entry)
-        assert entry.slot is not None
-        return (entry.slot, entry.order, entry)
+            return False
+
+    def _item(self, entry: Entry, now: int) -> tuple[int, int, Entry]:
+        """The entry's place in the queue: its slot, or a retry for one that could not plan."""
+        slot = entry.slot
+        due = now + int(self.max_wait * 1000) if slot is None else slot
+        return (due, entry.order, entry)
 
     def _dispatch(self, now: int) -> None:
         """Claim every due slot (up to BATCH) in one store call; publish only what was claimed."""
@@ -236,12 +239,12 @@ class Scheduler(beat.Scheduler):
             if not entry.active:
                 continue
             if entry.slot is None:
-                heappush(queue, self._placed(entry, None, now))
-            elif entry.expired(now):
-                heappush(queue, self._placed(entry, entry.slot, now))
-            else:
+                self._plan(entry, now, entry.start, None, now)
+            elif self._plan(entry, now, entry.ready, now):
                 batch.append(entry)
                 wanted[entry.name] = entry.slot
+                continue
+            heappush(queue, self._item(entry, now))
         if not batch:
             return
         store = self._store
@@ -252,13 +255,13 @@ class Scheduler(beat.Scheduler):
             self._lease.failed(exc, time.monotonic())
             return
         for entry in batch:
-            slot = entry.slot
-            assert slot is not None
+            slot = wanted[entry.name]
             if entry.name in claimed and not self._publish(entry, slot):
                 self._give_back(store, entry, slot, claimed[entry.name])
                 heappush(queue, (now + PUBLISH_RETRY_MS, entry.order, entry))
-            else:
-                heappush(queue, self._placed(entry, slot, now))
+                continue
+            self._plan(entry, now, entry.advance, slot, now)
+            heappush(queue, self._item(entry, now))
         if len(claimed) < len(batch):
             self._lease.due = 0.0
             self._maintain()

@@ -1,0 +1,111 @@
+"""Settings, the lazy banner instance, and the ``-S hashbeat`` alias."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import redis
+from celery import Celery
+from celery.apps.beat import Beat
+from celery.beat import Service
+from celery.exceptions import ImproperlyConfigured
+
+from celery_hashbeat import Scheduler
+from celery_hashbeat.settings import DEFAULT_STORE_URL, Settings
+
+
+def settings_of(**conf: Any) -> Settings:
+    return Settings.from_conf(Celery("settings", set_as_current=False, config_source=conf).conf)
+
+
+def test_defaults() -> None:
+    settings = settings_of()
+    assert settings.store_url == DEFAULT_STORE_URL == "sqlite:///celerybeat-hashbeat.sqlite"
+    assert settings.key_prefix == "hashbeat"
+    assert settings.lease_ttl == 10 and settings.renew_interval == pytest.approx(10 / 3)
+    assert settings.catch_up == "latest" and settings.catch_up_window is None
+    # Unless configured, a store call may take at most one renewal period.
+    assert settings.store_options == {"timeout": pytest.approx(10 / 3)}
+
+
+def test_django_spelling_is_found() -> None:
+    class DjangoSettings:
+        CELERY_HASHBEAT_STORE_URL = "redis://example:6379/3"
+        CELERY_HASHBEAT_LEASE_TTL = "6"
+        CELERY_HASHBEAT_CATCH_UP = "all"
+
+    app = Celery("django", set_as_current=False)
+    app.config_from_object(DjangoSettings, namespace="CELERY")
+    settings = Settings.from_conf(app.conf)
+    assert settings.store_url == "redis://example:6379/3"
+    assert settings.lease_ttl == 6 and settings.renew_interval == 2
+    assert settings.catch_up == "all"
+
+
+def test_store_options_follow_celery_and_redis_py_conventions() -> None:
+    settings = settings_of(
+        hashbeat_store_url="rediss+sentinel://sentinel:26379/0",
+        hashbeat_sentinel_master="mymaster",
+        hashbeat_redis_use_ssl={"ssl_cert_reqs": "required", "ssl_ca_certs": "/ca.pem"},
+        hashbeat_store_options={"socket_timeout": 1.5},
+    )
+    assert settings.store_options == {
+        "master_name": "mymaster",
+        "ssl_cert_reqs": "required",
+        "ssl_ca_certs": "/ca.pem",
+        "socket_timeout": 1.5,
+    }
+
+
+@pytest.mark.parametrize(
+    ("conf", "message"),
+    [
+        ({"hashbeat_lease_ttl": 0}, "hashbeat_lease_ttl must be a positive number"),
+        ({"hashbeat_lease_ttl": "ten"}, "hashbeat_lease_ttl must be a positive number"),
+        ({"hashbeat_lease_ttl": True}, "hashbeat_lease_ttl must be a positive number"),
+        (
+            {"hashbeat_lease_ttl": 5, "hashbeat_lease_renew_interval": 2},
+            r"hashbeat_lease_ttl \(5s\) must be at least 3x .*hashbeat_lease_renew_interval",
+        ),
+        ({"hashbeat_catch_up": "newest"}, "hashbeat_catch_up must be one of 'latest', 'all'"),
+        ({"hashbeat_catch_up_window": -1}, "hashbeat_catch_up_window must be a positive"),
+        ({"hashbeat_key_prefix": "{p}"}, "hashbeat_key_prefix must be a non-empty string"),
+        ({"hashbeat_store_url": 6379}, "hashbeat_store_url must be a URL string"),
+        ({"hashbeat_store_options": "fast"}, "hashbeat_store_options must be a dict"),
+        ({"hashbeat_redis_use_ssl": True}, "hashbeat_redis_use_ssl must be a dict"),
+    ],
+)
+def test_bad_settings_name_the_setting(conf: dict[str, Any], message: str) -> None:
+    with pytest.raises(ImproperlyConfigured, match=message):
+        settings_of(**conf)
+
+
+def test_a_malformed_store_url_is_reported_at_start(app: Celery) -> None:
+    app.conf.hashbeat_store_url = "mongodb://somewhere"
+    with pytest.raises(ValueError, match="hashbeat_store_url"):
+        Scheduler(app)
+
+
+def test_the_lazy_instance_has_no_side_effects(
+    app: Celery, redis_url: str, key_prefix: str
+) -> None:
+    app.conf.beat_schedule = {"e": {"task": "t", "schedule": 1.0}}
+    # A store this instance could not even open: the lazy instance must not try.
+    app.conf.hashbeat_store_url = "redis://:secret@127.0.0.1:1/0"
+    scheduler = Scheduler(app, lazy=True)
+    assert scheduler.entries == {} and not scheduler.is_leader
+    assert "127.0.0.1:1" in scheduler.info and "secret" not in scheduler.info
+    scheduler.close()
+    client = redis.Redis.from_url(redis_url)
+    assert client.keys(f"*{key_prefix}*") == []
+    client.close()
+
+
+def test_the_banner_uses_a_lazy_instance_through_the_alias(app: Celery, key_prefix: str) -> None:
+    service = Service(app, scheduler_cls="hashbeat")
+    lazy = service.get_scheduler(lazy=True)
+    assert type(lazy) is Scheduler
+    banner = Beat(app=app, scheduler="hashbeat", quiet=True).startup_info(service)
+    assert "celery_hashbeat.scheduler.Scheduler" in banner
+    assert f"prefix {key_prefix}" in banner
