@@ -113,7 +113,7 @@ class Lease:
 
     def failed(self, exc: BaseException, now: float) -> None:
         """The store did not answer: stand by (enqueue nothing) and retry with backoff."""
-        stepped_down = " stepped down, and" if self.leader else ""
+        stepped_down = "stepped down as leader, " if self.leader else ""
         self.leader = False
         self._role = None
         self.due = now + self._backoff
@@ -121,17 +121,20 @@ class Lease:
             self._outage = str(exc) or type(exc).__name__
             if isinstance(exc, StoreAuthError):
                 logger.error(
-                    "beat: the store refused our credentials (%s);%s retrying", exc, stepped_down
+                    "beat: the store refused the credentials (%s): %senqueueing nothing until "
+                    "the settings are fixed; retrying",
+                    exc,
+                    stepped_down,
                 )
             elif isinstance(exc, StoreError):
                 logger.info(
-                    "beat: the store is unreachable (%s);%s enqueueing nothing until it answers",
+                    "beat: the store is unreachable (%s): %senqueueing nothing until it answers",
                     exc,
                     stepped_down,
                 )
             else:
                 logger.error(
-                    "beat: the store failed;%s enqueueing nothing until it answers",
+                    "beat: the store failed: %senqueueing nothing until it answers",
                     stepped_down,
                     exc_info=exc,
                 )
