@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import datetime, timezone, tzinfo
 
 import click
 
 from ..expr import CronSyntaxError, NoFireTimeError, parse
+from .loading import zone_option
 
 
 @click.command()
 @click.argument("expression")
 @click.option("--key", "-k", help="The key that seeds H terms: the beat_schedule entry's name.")
-@click.option("--tz", default="UTC", show_default=True, help="IANA time zone of the schedule.")
+@zone_option("IANA time zone of the schedule.", default="UTC")
 @click.option(
     "-n",
     "count",
@@ -28,7 +29,7 @@ from ..expr import CronSyntaxError, NoFireTimeError, parse
 def explain(
     expression: str,
     key: str | None,
-    tz: str,
+    tz: tzinfo,
     count: int,
     day_and: bool,
     after: datetime | None,
@@ -60,7 +61,7 @@ def explain(
                 {
                     "expression": expression,
                     "key": key,
-                    "tz": tz,
+                    "tz": str(tz),
                     "resolved": str(expr),
                     "description": expr.describe(),
                     "next": [

@@ -1,0 +1,147 @@
+"""Finding what commands work on: the Celery app, the store, a time zone; every failure turned
+into one clear line.
+
+The same commands run as ``hashbeat CMD -A proj`` and as ``celery -A proj hashbeat CMD``: an
+``-A`` given to the command wins, else the app Celery's own ``-A`` loaded is used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from datetime import tzinfo
+from typing import TYPE_CHECKING, Any
+
+import click
+from celery.app.utils import find_app
+from celery.bin.base import CLIContext
+
+from ..expr import CronSyntaxError
+from ..expr.zones import load_zone
+from ..settings import Settings
+from ..store import Store, StoreConfigError, StoreError, open_store
+from .output import SetupError, StoreFailure
+
+if TYPE_CHECKING:
+    from celery import Celery
+
+
+def app_option(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``-A/--app``, spelled as Celery spells it."""
+    return click.option(
+        "-A",
+        "--app",
+        "app_name",
+        metavar="APP",
+        help="The Celery app, as for celery -A: a module, package, or module:attribute.",
+    )(function)
+
+
+def zone_option(help_text: str, default: str | None = None) -> Callable[..., Any]:
+    """``--tz``: an IANA zone name, checked and loaded while the options are read."""
+
+    def load(_: click.Context, __: click.Parameter, name: str | None) -> tzinfo | None:
+        try:
+            return None if name is None else load_zone(name)
+        except CronSyntaxError as exc:
+            raise click.BadParameter(str(exc)) from None
+
+    return click.option(
+        "--tz", default=default, show_default=default is not None, callback=load, help=help_text
+    )
+
+
+def find_celery_app(name: str | None) -> Celery | None:
+    """The app named by the command's ``-A``, else the one ``celery -A`` loaded, else None."""
+    if name:
+        return _load(name)
+    context = click.get_current_context()
+    root = context.find_root()
+    celery_context = context.find_object(CLIContext)
+    if celery_context is not None and root.params.get("app") is not None:
+        app: Celery = celery_context.app
+        return app
+    return None
+
+
+def require_app(name: str | None) -> Celery:
+    """The app, or a usage error that says how to give one."""
+    app = find_celery_app(name)
+    if app is None:
+        raise click.UsageError(
+            "this command needs the Celery app: pass -A proj (or run celery -A proj hashbeat ...)"
+        )
+    return app
+
+
+def _load(name: str) -> Celery:
+    module = name.partition(":")[0]
+    try:
+        app: Celery = find_app(name)
+    except ModuleNotFoundError as exc:
+        if exc.name == name and ":" in name:  # Celery's find_app retries "m:a" as a module
+            attribute = name.partition(":")[2]
+            raise SetupError(
+                f"cannot load the app {name!r}: module {module!r} has no attribute {attribute!r}"
+            ) from None
+        if exc.name and (module == exc.name or module.startswith(f"{exc.name}.")):
+            raise SetupError(
+                f"cannot load the app {name!r}: there is no module {exc.name!r} (run from the "
+                "project's directory, or add it to PYTHONPATH)"
+            ) from None
+        raise SetupError(f"importing the app {name!r} failed: {exc}") from None
+    except AttributeError as exc:
+        raise SetupError(f"cannot load the app {name!r}: {exc}") from None
+    except Exception as exc:  # any failure of the user's module is reported
+        raise SetupError(
+            f"importing the app {name!r} failed: {type(exc).__name__}: {exc}"
+        ) from None
+    from celery import Celery  # noqa: PLC0415 - only needed here, and only for the check
+
+    if not isinstance(app, Celery):
+        raise SetupError(f"{name!r} is a {type(app).__name__}, not a Celery app")
+    return app
+
+
+def beat_schedule(app: Celery) -> Mapping[str, Any]:
+    """The app's beat_schedule as beat sees it: task modules imported first, so that entries
+    added with ``app.add_periodic_task`` (often from ``on_after_configure``) are in it."""
+    try:
+        app.loader.import_default_modules()
+        schedule: Mapping[str, Any] = app.conf.beat_schedule or {}
+    except Exception as exc:  # any failure of the user's modules is reported
+        raise SetupError(f"loading the app's modules failed: {type(exc).__name__}: {exc}") from None
+    return schedule
+
+
+def app_settings(app: Celery) -> Settings:
+    """The app's hashbeat_* settings, checked as the scheduler checks them."""
+    try:
+        return Settings.from_conf(app.conf)
+    except Exception as exc:  # ImproperlyConfigured, or a broken config module
+        raise SetupError(str(exc)) from None
+
+
+@contextmanager
+def connected(url: str, prefix: str, options: Mapping[str, Any] | None = None) -> Iterator[Store]:
+    """An open, answering store, closed afterwards; its failures inside become Failures."""
+    try:
+        store = open_store(url, prefix, **(options or {}))
+    except StoreConfigError as exc:
+        raise SetupError(str(exc)) from None
+    try:
+        with store_errors():
+            store.ping()
+            yield store
+    finally:
+        store.close()
+
+
+@contextmanager
+def store_errors() -> Iterator[None]:
+    """Any store failure inside becomes one line and exit code 4."""
+    try:
+        yield
+    except StoreError as exc:
+        # The stores word their errors for a beat's log, which retries; this command does not.
+        raise StoreFailure(str(exc).removesuffix("; will retry")) from None
