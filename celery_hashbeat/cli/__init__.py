@@ -5,12 +5,26 @@ from __future__ import annotations
 import click
 
 from .explain import explain
+from .lint import lint
+from .output import EXIT_CODES_HELP
+from .schedule import schedule_command
+from .spread import spread
+from .status import status
+
+HELP = f"""Inspect hash-cron schedules and the celery_hashbeat scheduler.
+
+The same commands run as `hashbeat COMMAND` and as `celery -A proj hashbeat COMMAND`.
+Commands that need the app take -A proj, or the app Celery's own -A loaded.
+
+{EXIT_CODES_HELP}
+"""
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(help=HELP, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="celery-hashbeat")
 def main() -> None:
-    """Inspect hash-cron schedules and the celery_hashbeat scheduler."""
+    pass
 
 
-main.add_command(explain)
+for command in (explain, lint, schedule_command, spread, status):
+    main.add_command(command)

@@ -1,0 +1,170 @@
+"""``hashbeat schedule``: every beat entry, what it resolves to, when it runs next, and what the
+store says it last enqueued."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from datetime import timedelta, tzinfo
+from typing import TYPE_CHECKING, Any
+
+import click
+from celery.schedules import crontab, schedule, solar
+
+from ..entries import Entry, EntryError, SharedSlots, build_entry
+from ..schedules import hashcron, hashinterval
+from ..slots import IntervalSlots
+from .loading import app_option, app_settings, beat_schedule, connected, require_app
+from .output import (
+    SetupError,
+    StoreFailure,
+    duration,
+    echo_json,
+    json_option,
+    relative,
+    stamp,
+    table,
+)
+from .terms import crontab_text
+
+if TYPE_CHECKING:
+    from celery import Celery
+
+
+@dataclass
+class Row:
+    """One entry as the table and the JSON show it."""
+
+    name: str
+    task: str = "-"
+    kind: str = "-"
+    expression: str = "-"
+    resolved: str = "-"
+    key: str = "-"
+    zone: str = "-"
+    next_ms: int | None = None
+    last_ms: int | None = None
+    error: str | None = None
+
+
+def describe(entry: Entry, app: Celery) -> Row:
+    """What kind of schedule an entry has, as written and as resolved."""
+    given, row = entry.schedule, Row(entry.name, entry.task)
+    if isinstance(given, int | float | timedelta):
+        given = schedule(given, entry.relative, app=app)
+    if isinstance(given, hashcron):
+        expr = given.compile(entry.name)
+        row.kind, row.expression, row.resolved = "hashcron", given.expr, str(expr)
+        row.key, row.zone = str(expr.key), str(expr.tz)
+    elif isinstance(given, hashinterval) and isinstance(entry.source, IntervalSlots):
+        every = duration(given.every.total_seconds())
+        row.kind, row.expression = "hashinterval", f"every {every}"
+        row.resolved = f"every {every}, {entry.source.offset / 1000:.3f}s into each period"
+        row.key = str(given.key if given.key is not None else entry.name)
+    elif isinstance(given, crontab):
+        row.kind, row.zone = "crontab", str(given.tz or app.timezone)
+        row.expression = row.resolved = crontab_text(given)
+    elif isinstance(given, solar):
+        row.kind, row.expression = "solar", f"{given.event} at {given.lat}, {given.lon}"
+    elif isinstance(given, schedule):
+        row.kind, row.expression = "interval", f"every {duration(given.seconds)}"
+        if given.relative:
+            row.expression += " (relative)"
+    else:
+        row.kind, row.expression = type(given).__name__, repr(given)
+    return row
+
+
+def gather(app: Celery, definitions: Mapping[str, Any], now: int) -> tuple[list[Row], list[Entry]]:
+    """A row per entry, built as the scheduler builds it, errors included."""
+    settings = app_settings(app)
+    shared = SharedSlots(app)
+    rows, entries = [], []
+    for name in sorted(definitions):
+        try:
+            entry = build_entry(name, definitions[name], settings, shared, now)
+        except EntryError as exc:
+            rows.append(Row(name, error=str(exc).splitlines()[0]))
+            continue
+        rows.append(describe(entry, app))
+        entries.append(entry)
+    return rows, entries
+
+
+@click.command(name="schedule")
+@app_option
+@click.option("--no-store", is_flag=True, help="Do not read the last enqueued slots.")
+@json_option
+def schedule_command(app_name: str | None, no_store: bool, as_json: bool) -> None:
+    """List every beat entry: its expression resolved, next run, last enqueued slot.
+
+    Entries come from the app's beat_schedule (with the periodic tasks its modules add), each
+    built as celery_hashbeat.Scheduler builds it, so an entry that would not run shows its error
+    here. Next run follows the scheduler's catch-up policy: a slot missed since the last one
+    enqueued shows as due now. Times are in the app's timezone.
+
+    Exits 3 when an entry cannot run, 4 when the store cannot be read (the table is printed
+    first, without last enqueued slots).
+
+    \b
+    Examples:
+      hashbeat schedule -A proj
+      celery -A proj hashbeat schedule --json
+      hashbeat schedule -A proj --no-store
+    """
+    app = require_app(app_name)
+    definitions = beat_schedule(app)
+    now = int(time.time() * 1000)
+    rows, entries = gather(app, definitions, now)
+    fences: dict[str, int] = {}
+    problem: StoreFailure | None = None
+    if not no_store and entries:
+        settings = app_settings(app)
+        try:
+            with connected(settings.store_url, settings.key_prefix, settings.store_options) as s:
+                fences = s.last_slots([entry.name for entry in entries])
+        except StoreFailure as exc:
+            problem = exc
+    by_name = {row.name: row for row in rows}
+    for entry in entries:
+        entry.start(fences.get(entry.name), now)
+        row = by_name[entry.name]
+        row.next_ms, row.last_ms = entry.slot, fences.get(entry.name)
+    if as_json:
+        echo_json({"now_ms": now, "entries": [asdict(row) for row in rows]})
+    else:
+        _print(rows, now, app.timezone, show_last=not no_store and problem is None)
+    if problem is not None:
+        raise problem
+    broken = [row.name for row in rows if row.error]
+    if broken:
+        raise SetupError(f"{len(broken)} entries cannot run: {', '.join(broken)}")
+
+
+def _print(rows: list[Row], now: int, zone: tzinfo, show_last: bool) -> None:
+    if not rows:
+        click.echo("The app's beat_schedule is empty.")
+        return
+
+    def when(ms: int | None, missing: str) -> str:
+        if ms is None:
+            return missing
+        return f"{stamp(ms, zone)} ({'due now, catching up' if ms <= now else relative(ms, now)})"
+
+    headers = ["NAME", "TASK", "KIND", "EXPRESSION", "RESOLVED", "KEY", "ZONE", "NEXT RUN"]
+    if show_last:
+        headers.append("LAST ENQUEUED")
+    lines = []
+    for row in rows:
+        if row.error is None:
+            line = [row.name, row.task, row.kind, row.expression, row.resolved, row.key, row.zone]
+            line.append(when(row.next_ms, "-"))
+            if show_last:
+                line.append(when(row.last_ms, "never"))
+            lines.append(line)
+    if lines:
+        click.echo(table(headers, lines))
+    for row in rows:
+        if row.error is not None:
+            click.echo(f"cannot run: {row.error}")

@@ -1,0 +1,275 @@
+"""``hashbeat spread``: how the enqueues fall over a day or a week, hashed and as plain cron.
+
+Every entry's fires in the window are counted per minute (per second when an entry can fire
+within a minute), once as scheduled and once with every hash term at its lowest value, which is
+what the same schedule written in plain cron would do. Peak over mean says how bunched the load
+is: 1 is perfectly flat.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import date, datetime, time, timedelta, timezone, tzinfo
+from typing import TYPE_CHECKING, Any, TextIO
+
+import click
+
+from ..entries import SharedSlots
+from ..expr import CronExpr, CronSyntaxError, parse
+from ..schedules import hashcron, hashinterval
+from ..slots import ChainSlots, CronSlots, IntervalSlots, Slots, to_ms
+from .chart import axis, bars, columns, write_png
+from .loading import app_option, beat_schedule, find_celery_app, zone_option
+from .output import SetupError, echo_json, json_option
+from .terms import lowest
+
+if TYPE_CHECKING:
+    from celery import Celery
+
+#: Fires counted at most, over all distinct schedules, before spread gives up: a week of one
+#: entry firing every second is 604,800.
+MAX_FIRES = 5_000_000
+CHART_HEIGHT = 6
+
+Sources = list[tuple[Slots, int]]
+
+
+@dataclass(frozen=True)
+class Load:
+    """Enqueues per bucket over the window."""
+
+    counts: list[int]
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts)
+
+    @property
+    def peak(self) -> int:
+        return max(self.counts)
+
+    @property
+    def mean(self) -> float:
+        return self.total / len(self.counts)
+
+    @property
+    def ratio(self) -> float | None:
+        """Peak over mean: 1 is flat, the number of buckets is everything in one."""
+        return self.peak / self.mean if self.total else None
+
+
+@dataclass(frozen=True)
+class Window:
+    start: datetime
+    span: timedelta
+    bucket: timedelta
+
+    @property
+    def bucket_ms(self) -> int:
+        return self.bucket // timedelta(milliseconds=1)
+
+    def count(self, sources: Sources) -> Load:
+        """Every source's fires in the window, each weighted by how many entries share it."""
+        start = to_ms(self.start)
+        end = to_ms(self.start + self.span)
+        counts = [0] * -(-(end - start) // self.bucket_ms)
+        budget = MAX_FIRES
+        for source, weight in sources:
+            slot = source.next_after(start - 1)
+            while slot < end:
+                counts[(slot - start) // self.bucket_ms] += weight
+                budget -= 1
+                if not budget:
+                    raise click.UsageError(
+                        f"more than {MAX_FIRES:,} distinct fires in the window: too many to "
+                        "count; try a day instead of --week"
+                    )
+                slot = source.next_after(slot)
+        return Load(counts)
+
+    def at(self, index: int) -> datetime:
+        """The start of bucket ``index``, in the window's zone."""
+        return datetime.fromtimestamp(
+            self.start.timestamp() + self.bucket.total_seconds() * index, self.start.tzinfo
+        )
+
+
+def _grouped(sources: Iterable[Slots | CronExpr]) -> Sources:
+    """Entries that share a slot source, or resolve to the same expression, count once, weighted."""
+    return [
+        (CronSlots(source) if isinstance(source, CronExpr) else source, weight)
+        for source, weight in Counter(sources).items()
+    ]
+
+
+def expression_sources(expression: str, keys: list[str], zone: tzinfo) -> tuple[Sources, Sources]:
+    """Hashed and plain sources for one expression under many keys."""
+    hashed = _grouped(parse(expression, key, tz=zone) for key in keys)
+    plain: Sources = [(CronSlots(parse(lowest(expression), tz=zone)), len(keys))]
+    return hashed, plain
+
+
+def app_sources(app: Celery, definitions: Mapping[str, Any]) -> tuple[Sources, Sources, bool]:
+    """Hashed and plain sources for every entry, and whether any fires within a minute."""
+    shared = SharedSlots(app)
+    hashed: list[Slots] = []
+    plain: list[Slots | CronExpr] = []
+    fine = False
+    for name, definition in definitions.items():
+        if not isinstance(definition, Mapping):
+            raise SetupError(f"entry {name!r}: expected a dict")
+        given = definition.get("schedule")
+        try:
+            source = shared.source(name, given, bool(definition.get("relative", False)))
+        except ValueError as exc:  # EntryError, or CronSyntaxError from hashcron
+            raise SetupError(f"entry {name!r}: {exc}".splitlines()[0]) from None
+        hashed.append(source)
+        if isinstance(given, hashcron):
+            zone = given.zone if given.zone is not None else app.timezone
+            plain.append(parse(lowest(given.expr), tz=zone, day_and=given.day_and))
+        elif isinstance(source, IntervalSlots) and isinstance(given, hashinterval):
+            plain.append(IntervalSlots(source.period, 0))
+        else:
+            plain.append(source)
+        if isinstance(source, CronSlots):
+            fine |= source.expr.has_seconds
+        elif isinstance(source, IntervalSlots | ChainSlots):
+            fine |= (source.period if isinstance(source, IntervalSlots) else source.every) < 60_000
+    return _grouped(hashed), _grouped(plain), fine
+
+
+@click.command()
+@app_option
+@click.option("--expr", "expression", metavar="EXPR", help="One expression, for every key.")
+@click.option(
+    "--keys",
+    type=click.File("r"),
+    help="With --expr: a file of keys (entry names), one a line; - reads standard input.",
+)
+@zone_option("Zone of the window (and of --expr); default UTC, or the app's timezone.")
+@click.option("--date", "day", type=click.DateTime(["%Y-%m-%d"]), help="First day; default today.")
+@click.option("--week", is_flag=True, help="Seven days instead of one.")
+@click.option("--width", type=click.IntRange(10, 1000), help="Chart columns; default: fit.")
+@click.option("--png", type=click.Path(dir_okay=False), help="Also draw the load into this PNG.")
+@json_option
+def spread(
+    app_name: str | None,
+    expression: str | None,
+    keys: TextIO | None,
+    tz: tzinfo | None,
+    day: datetime | None,
+    week: bool,
+    width: int | None,
+    png: str | None,
+    as_json: bool,
+) -> None:
+    """How the enqueues fall over a day, beside the same schedules as plain cron.
+
+    Counts every entry's enqueues per minute (per second when an entry can fire more than once
+    a minute) over a day (--week: seven), once as scheduled and once with every hash term at its
+    lowest value (H -> 0, H(a-b) -> a, H/n -> */n), which is what plain cron would do. It
+    prints peak, mean and peak/mean for both, and a bar chart of each (full height is the
+    larger peak). --png needs matplotlib: pip install 'celery-hashbeat[plot]'.
+
+    \b
+    Examples:
+      hashbeat spread -A proj
+      hashbeat spread --expr "H * * * *" --keys names.txt
+      seq -f "job-%g" 1000 | hashbeat spread --expr "H H(0-5) * * *" --keys -
+      celery -A proj hashbeat spread --week --png load.png
+    """
+    if expression is not None:
+        if keys is None:
+            raise click.UsageError("--expr needs --keys FILE (the entry names, one a line)")
+        names = [line.strip() for line in keys if line.strip()]
+        if not names:
+            raise click.UsageError("the --keys file holds no keys")
+        zone = tz or timezone.utc
+        try:
+            hashed, plain = expression_sources(expression, names, zone)
+            fine = parse(expression, names[0]).has_seconds
+        except CronSyntaxError as exc:
+            raise click.BadParameter(str(exc), param_hint="--expr") from None
+        what = f"{expression!r} for {len(names)} keys"
+    else:
+        app = find_celery_app(app_name)
+        if app is None:
+            raise click.UsageError("give the app with -A proj, or --expr EXPR --keys FILE")
+        definitions = beat_schedule(app)
+        if not definitions:
+            raise SetupError("the app's beat_schedule is empty: nothing to spread")
+        zone = tz or app.timezone
+        hashed, plain, fine = app_sources(app, definitions)
+        what = f"{len(definitions)} entries"
+    first = day.date() if day else datetime.now(zone).date()
+    window = _window(first, zone, week, fine)
+    loads = {"hashed": window.count(hashed), "plain": window.count(plain)}
+    if as_json:
+        echo_json(
+            {
+                "what": what,
+                "start": window.start.isoformat(),
+                "end": (window.start + window.span).isoformat(),
+                "bucket_seconds": window.bucket.total_seconds(),
+                **{name: _summary(load, window) for name, load in loads.items()},
+            }
+        )
+    else:
+        _print(what, window, loads, width)
+    if png:
+        write_png(
+            png,
+            window.span,
+            [
+                ("hashed, as scheduled", loads["hashed"].counts),
+                ("plain cron: every hash term at its lowest value", loads["plain"].counts),
+            ],
+            f"Enqueues of {what} per {window.bucket.total_seconds():g} s from "
+            f"{window.start:%Y-%m-%d %H:%M %Z}",
+        )
+
+
+def _window(first: date, zone: tzinfo, week: bool, fine: bool) -> Window:
+    start = datetime.combine(first, time(), zone)
+    end = datetime.combine(first + timedelta(days=7 if week else 1), time(), zone)
+    span = timedelta(seconds=end.timestamp() - start.timestamp())  # real time: DST days differ
+    return Window(start, span, timedelta(seconds=1 if fine else 60))
+
+
+def _summary(load: Load, window: Window) -> dict[str, Any]:
+    busiest = load.counts.index(load.peak)
+    return {
+        "total": load.total,
+        "peak": load.peak,
+        "peak_at": window.at(busiest).isoformat() if load.total else None,
+        "mean": round(load.mean, 4),
+        "peak_to_mean": None if load.ratio is None else round(load.ratio, 4),
+    }
+
+
+def _print(what: str, window: Window, loads: dict[str, Load], width: int | None) -> None:
+    per = "second" if window.bucket < timedelta(minutes=1) else "minute"
+    zone = window.start.tzname()
+    days = window.span.days
+    period = f"{window.start:%Y-%m-%d}" + (f" + {days} days" if days > 1 else "")
+    click.echo(f"Enqueues of {what} per {per}, {period} ({zone})")
+    if width is None:
+        width = max(20, min(120, shutil.get_terminal_size().columns - 2))
+    top = max(load.peak for load in loads.values())
+    titles = {"hashed": "hashed (as scheduled)", "plain": "plain cron (hash terms at lowest)"}
+    for name, load in loads.items():
+        ratio = "-" if load.ratio is None else f"{load.ratio:.2f}"
+        peak_at = window.at(load.counts.index(load.peak))
+        click.echo("")
+        click.echo(
+            f"{titles[name]}: peak {load.peak}/{per} at {peak_at:%a %H:%M:%S}, "
+            f"mean {load.mean:.2f}, peak/mean {ratio}"
+        )
+        for row in bars(columns(load.counts, width), top, CHART_HEIGHT):
+            click.echo(f"|{row}")
+    shown = len(columns(loads["hashed"].counts, width))
+    click.echo(" " + axis(window.start, window.span, shown))
+    click.echo(f"full height = {top} per {per}; each column shows the peak of its span")
