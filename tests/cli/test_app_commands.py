@@ -1,0 +1,147 @@
+"""Commands that read the app and the store, run in this process through click's runner."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+
+import pytest
+from click.testing import CliRunner, Result
+
+from celery_hashbeat import parse
+from celery_hashbeat.cli import main
+from celery_hashbeat.cli.output import Exit
+from celery_hashbeat.store import Store
+from tests.cli import proj
+from tests.cli.conftest import APP
+from tests.support.redis_server import RedisProcess
+
+Invoke = Callable[..., Result]
+
+
+def test_schedule_lists_every_entry_resolved(invoke: Invoke, app_store: Store) -> None:
+    token = "host:1:test"
+    assert app_store.acquire(token, 10_000)
+    last = (int(time.time()) // 3600 - 1) * 3600 * 1000
+    app_store.claim(token, {"cleanup": last})
+    result = invoke("schedule", "-A", APP, "--json")
+    assert result.exit_code == 0, result.output
+    rows = {row["name"]: row for row in json.loads(result.stdout)["entries"]}
+    assert set(rows) == {
+        "refresh-prices", "nightly-report", "poll-feeds", "riga-morning", "sync", "cleanup",
+        "heartbeat", "sunset", "added-hourly",
+    }  # fmt: skip
+    for name in ("refresh-prices", "nightly-report", "poll-feeds"):
+        assert rows[name]["kind"] == "hashcron"
+        assert rows[name]["key"] == name
+    assert rows["refresh-prices"]["resolved"] == str(parse("H * * * *", "refresh-prices"))
+    riga = parse("H(0-29) 9 * * 1-5", "riga-morning", tz="Europe/Riga")
+    assert rows["riga-morning"]["resolved"] == str(riga)
+    assert rows["riga-morning"]["zone"] == "Europe/Riga"
+    now = json.loads(result.stdout)["now_ms"]
+    assert rows["riga-morning"]["next_ms"] == riga.next_timestamp(now / 1000) * 1000
+    assert rows["cleanup"]["kind"] == "crontab"
+    assert rows["cleanup"]["expression"] == "0 4 * * *"
+    assert rows["cleanup"]["last_ms"] == last
+    assert rows["sync"]["kind"] == "hashinterval"
+    assert rows["added-hourly"]["kind"] == "interval"
+    assert all(row["error"] is None for row in rows.values())
+
+
+def test_schedule_table(invoke: Invoke, app_store: Store) -> None:
+    result = invoke("schedule", "-A", APP)
+    assert result.exit_code == 0, result.output
+    header, *lines = result.stdout.splitlines()
+    assert header.split() == [
+        "NAME", "TASK", "KIND", "EXPRESSION", "RESOLVED", "KEY", "ZONE", "NEXT", "RUN", "LAST",
+        "ENQUEUED",
+    ]  # fmt: skip
+    assert len(lines) == 9
+    assert any(line.startswith("poll-feeds") and "never" in line for line in lines)
+
+
+def test_schedule_store_unreachable(invoke: Invoke, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(proj.app.conf, "hashbeat_store_url", "redis://127.0.0.1:1/0")
+    result = invoke("schedule", "-A", APP)
+    assert result.exit_code == Exit.STORE
+    assert "not answering" in result.stderr
+    assert "refresh-prices" in result.stdout  # the table still shows, without last slots
+    assert invoke("schedule", "-A", APP, "--no-store").exit_code == 0
+
+
+def test_status_check_follows_the_lease(invoke: Invoke, app_store: Store) -> None:
+    result = invoke("status", "-A", APP, "--check")
+    assert result.exit_code == Exit.FINDINGS
+    assert "no beat holds the lease" in result.stderr
+    token = "host:42:abc"
+    assert app_store.acquire(token, 30_000)
+    app_store.heartbeat(token, "leader", 30_000)
+    app_store.claim(token, {"refresh-prices": 1_700_000_000_000})
+    result = invoke("status", "-A", APP, "--check")
+    assert result.exit_code == 0, result.output
+    assert f"leader    {token}" in result.stdout
+    assert "refresh-prices" in result.stdout
+    shown = json.loads(invoke("status", "-A", APP, "--json").stdout)
+    assert shown["leader"]["token"] == token
+    assert 0 < shown["leader"]["lease_left_ms"] <= 30_000
+    assert [beat["role"] for beat in shown["beats"]] == ["leader"]
+    assert shown["last_slots"] == {"refresh-prices": 1_700_000_000_000}
+    app_store.release(token)
+    assert invoke("status", "-A", APP, "--check").exit_code == Exit.FINDINGS
+
+
+def test_status_by_url(invoke: Invoke, redis_url: str, key_prefix: str, store: Store) -> None:
+    assert store.acquire("t:1:x", 5000)
+    result = invoke("status", "--store", redis_url, "--prefix", key_prefix, "--check")
+    assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["status", "--store", "redis://127.0.0.1:1/0"], Exit.STORE, "not answering"),
+        (["status", "--store", "mongodb://x"], Exit.SETUP, "no known store"),
+        (["status", "-A", "nosuch"], Exit.SETUP, "there is no module 'nosuch'"),
+        (["schedule", "-A", "tests.cli.nosuch"], Exit.SETUP, "no module 'tests.cli.nosuch'"),
+        (["schedule", "-A", "tests.cli.proj:nothing"], Exit.SETUP, "cannot load the app"),
+        (["schedule"], Exit.USAGE, "needs the Celery app"),
+        (["status"], Exit.USAGE, "--store URL"),
+    ],
+)
+def test_errors_are_one_line(invoke: Invoke, args: list[str], code: Exit, message: str) -> None:
+    result = invoke(*args)
+    assert result.exit_code == code, result.output
+    assert message in result.stderr
+    assert "Traceback" not in result.output
+    assert isinstance(result.exception, SystemExit)
+
+
+def test_wrong_password() -> None:
+    with RedisProcess(password="right") as server:
+        url = server.url.replace(":right@", ":wrong@")
+        result = CliRunner().invoke(main, ["status", "--store", url])
+    assert result.exit_code == Exit.STORE, result.output
+    assert "refused the credentials" in result.stderr
+    assert "wrong" not in result.stderr  # the password is masked
+
+
+def test_lint_app(invoke: Invoke) -> None:
+    result = invoke("lint", "-A", APP, "--json")
+    assert result.exit_code == Exit.FINDINGS, result.output
+    results = {r["entry"]: r for r in json.loads(result.stdout)["results"]}
+    assert results["cleanup"]["kind"] == "crontab"
+    assert [w["code"] for w in results["cleanup"]["warnings"]] == ["literal-minute"]
+    assert results["cleanup"]["warnings"][0]["suggestion"] == "H 4 * * *"
+    assert results["refresh-prices"]["warnings"] == []
+    assert "heartbeat" not in results  # intervals have no expression to lint
+
+
+def test_spread_app(invoke: Invoke) -> None:
+    result = invoke("spread", "-A", APP, "--date", "2026-03-09", "--json")
+    assert result.exit_code == 0, result.output
+    shown = json.loads(result.stdout)
+    assert shown["what"] == "9 entries"
+    assert shown["bucket_seconds"] == 1  # poll-feeds has a seconds field
+    assert shown["hashed"]["total"] == shown["plain"]["total"]
+    assert shown["plain"]["peak"] > shown["hashed"]["peak"]
