@@ -251,11 +251,11 @@ def lint(expressions: tuple[str, ...], app_name: str | None, as_json: bool) -> N
     Checks the EXPRs given, or every hashcron and crontab entry of the app's beat_schedule:
 
     \b
-      literal-minute   0 * * * *    every such job starts in minute 0: use H
-      unhashed-step    */15 * * * * all such jobs run at :00 :15 :30 :45: use H/15
-      every-minute     * * * * *    did you mean H (hourly)?
-      uneven-wrap      H/7 * * * *  60 % 7 != 0: one gap an hour is not 7 minutes
-      month-turn-gap   0 0 */3 * *  the 31st, then the 1st a day later
+      literal-minute  0 * * * *     all such jobs start in minute 0: use H
+      unhashed-step   */15 * * * *  all run at :00 :15 :30 :45: use H/15
+      every-minute    * * * * *     did you mean H (hourly)?
+      uneven-wrap     H/7 * * * *   60 % 7 != 0: one gap an hour is not 7 minutes
+      month-turn-gap  H H */3 * *   the 31st, then the 1st a day later
 
     Exits 0 when all is clean, 1 when there are warnings, 2 for a bad EXPR, 3 when an app
     entry has an expression that does not parse.

@@ -16,6 +16,7 @@ import click
 from celery.app.utils import find_app
 from celery.bin.base import CLIContext
 
+from ..entries import Entry, EntryError, SharedSlots, build_entry
 from ..expr import CronSyntaxError
 from ..expr.zones import load_zone
 from ..settings import Settings
@@ -47,7 +48,12 @@ def zone_option(help_text: str, default: str | None = None) -> Callable[..., Any
             raise click.BadParameter(str(exc)) from None
 
     return click.option(
-        "--tz", default=default, show_default=default is not None, callback=load, help=help_text
+        "--tz",
+        metavar="ZONE",
+        default=default,
+        show_default=default is not None,
+        callback=load,
+        help=help_text,
     )
 
 
@@ -112,6 +118,21 @@ def beat_schedule(app: Celery) -> Mapping[str, Any]:
     except Exception as exc:  # any failure of the user's modules is reported
         raise SetupError(f"loading the app's modules failed: {type(exc).__name__}: {exc}") from None
     return schedule
+
+
+def build_entries(app: Celery, now: int) -> tuple[list[Entry], dict[str, str]]:
+    """The app's entries built as the Scheduler builds them, in name order, and the first line
+    of the error of each entry that cannot run."""
+    definitions = beat_schedule(app)
+    settings = app_settings(app)
+    shared = SharedSlots(app)
+    entries, errors = [], {}
+    for name in sorted(definitions):
+        try:
+            entries.append(build_entry(name, definitions[name], settings, shared, now))
+        except EntryError as exc:
+            errors[name] = str(exc).splitlines()[0]
+    return entries, errors
 
 
 def app_settings(app: Celery) -> Settings:

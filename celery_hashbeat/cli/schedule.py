@@ -4,18 +4,17 @@ store says it last enqueued."""
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from datetime import timedelta, tzinfo
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 from celery.schedules import crontab, schedule, solar
 
-from ..entries import Entry, EntryError, SharedSlots, build_entry
+from ..entries import Entry
 from ..schedules import hashcron, hashinterval
 from ..slots import IntervalSlots
-from .loading import app_option, app_settings, beat_schedule, connected, require_app
+from .loading import app_option, app_settings, build_entries, connected, require_app
 from .output import (
     SetupError,
     StoreFailure,
@@ -76,22 +75,6 @@ def describe(entry: Entry, app: Celery) -> Row:
     return row
 
 
-def gather(app: Celery, definitions: Mapping[str, Any], now: int) -> tuple[list[Row], list[Entry]]:
-    """A row per entry, built as the scheduler builds it, errors included."""
-    settings = app_settings(app)
-    shared = SharedSlots(app)
-    rows, entries = [], []
-    for name in sorted(definitions):
-        try:
-            entry = build_entry(name, definitions[name], settings, shared, now)
-        except EntryError as exc:
-            rows.append(Row(name, error=str(exc).splitlines()[0]))
-            continue
-        rows.append(describe(entry, app))
-        entries.append(entry)
-    return rows, entries
-
-
 @click.command(name="schedule")
 @app_option
 @click.option("--no-store", is_flag=True, help="Do not read the last enqueued slots.")
@@ -114,9 +97,13 @@ def schedule_command(app_name: str | None, no_store: bool, as_json: bool) -> Non
       hashbeat schedule -A proj --no-store
     """
     app = require_app(app_name)
-    definitions = beat_schedule(app)
     now = int(time.time() * 1000)
-    rows, entries = gather(app, definitions, now)
+    entries, errors = build_entries(app, now)
+    rows = sorted(
+        [describe(entry, app) for entry in entries]
+        + [Row(name, error=error) for name, error in errors.items()],
+        key=lambda row: row.name,
+    )
     fences: dict[str, int] = {}
     problem: StoreFailure | None = None
     if not no_store and entries:
@@ -139,7 +126,7 @@ def schedule_command(app_name: str | None, no_store: bool, as_json: bool) -> Non
         raise problem
     broken = [row.name for row in rows if row.error]
     if broken:
-        raise SetupError(f"{len(broken)} entries cannot run: {', '.join(broken)}")
+        raise SetupError(f"entries that cannot run: {', '.join(broken)}")
 
 
 def _print(rows: list[Row], now: int, zone: tzinfo, show_last: bool) -> None:

@@ -10,19 +10,19 @@ from __future__ import annotations
 
 import shutil
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, timezone, tzinfo
 from typing import TYPE_CHECKING, Any, TextIO
 
 import click
 
-from ..entries import SharedSlots
+from ..entries import Entry
 from ..expr import CronExpr, CronSyntaxError, parse
 from ..schedules import hashcron, hashinterval
 from ..slots import ChainSlots, CronSlots, IntervalSlots, Slots, to_ms
 from .chart import axis, bars, columns, write_png
-from .loading import app_option, beat_schedule, find_celery_app, zone_option
+from .loading import app_option, build_entries, find_celery_app, zone_option
 from .output import SetupError, echo_json, json_option
 from .terms import lowest
 
@@ -112,26 +112,20 @@ def expression_sources(expression: str, keys: list[str], zone: tzinfo) -> tuple[
     return hashed, plain
 
 
-def app_sources(app: Celery, definitions: Mapping[str, Any]) -> tuple[Sources, Sources, bool]:
+def app_sources(app: Celery, entries: list[Entry]) -> tuple[Sources, Sources, bool]:
     """Hashed and plain sources for every entry, and whether any fires within a minute."""
-    shared = SharedSlots(app)
     hashed: list[Slots] = []
     plain: list[Slots | CronExpr] = []
+    unhashed: dict[int, IntervalSlots] = {}
     fine = False
-    for name, definition in definitions.items():
-        if not isinstance(definition, Mapping):
-            raise SetupError(f"entry {name!r}: expected a dict")
-        given = definition.get("schedule")
-        try:
-            source = shared.source(name, given, bool(definition.get("relative", False)))
-        except ValueError as exc:  # EntryError, or CronSyntaxError from hashcron
-            raise SetupError(f"entry {name!r}: {exc}".splitlines()[0]) from None
+    for entry in entries:
+        source, given = entry.source, entry.schedule
         hashed.append(source)
         if isinstance(given, hashcron):
             zone = given.zone if given.zone is not None else app.timezone
             plain.append(parse(lowest(given.expr), tz=zone, day_and=given.day_and))
         elif isinstance(source, IntervalSlots) and isinstance(given, hashinterval):
-            plain.append(IntervalSlots(source.period, 0))
+            plain.append(unhashed.setdefault(source.period, IntervalSlots(source.period, 0)))
         else:
             plain.append(source)
         if isinstance(source, CronSlots):
@@ -198,12 +192,14 @@ def spread(
         app = find_celery_app(app_name)
         if app is None:
             raise click.UsageError("give the app with -A proj, or --expr EXPR --keys FILE")
-        definitions = beat_schedule(app)
-        if not definitions:
+        entries, errors = build_entries(app, to_ms(datetime.now(timezone.utc)))
+        if errors:
+            raise SetupError(next(iter(errors.values())))
+        if not entries:
             raise SetupError("the app's beat_schedule is empty: nothing to spread")
         zone = tz or app.timezone
-        hashed, plain, fine = app_sources(app, definitions)
-        what = f"{len(definitions)} entries"
+        hashed, plain, fine = app_sources(app, entries)
+        what = f"{len(entries)} entries"
     first = day.date() if day else datetime.now(zone).date()
     window = _window(first, zone, week, fine)
     loads = {"hashed": window.count(hashed), "plain": window.count(plain)}

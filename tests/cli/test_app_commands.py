@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 from click.testing import CliRunner, Result
 
-from celery_hashbeat import parse
+from celery_hashbeat import hashcron, parse
 from celery_hashbeat.cli import main
 from celery_hashbeat.cli.output import Exit
 from celery_hashbeat.store import Store
@@ -145,3 +145,19 @@ def test_spread_app(invoke: Invoke) -> None:
     assert shown["bucket_seconds"] == 1  # poll-feeds has a seconds field
     assert shown["hashed"]["total"] == shown["plain"]["total"]
     assert shown["plain"]["peak"] > shown["hashed"]["peak"]
+
+
+def test_an_entry_that_cannot_run(invoke: Invoke, monkeypatch: pytest.MonkeyPatch) -> None:
+    broken = {"task": "proj.x", "schedule": hashcron("61 * * * *")}
+    monkeypatch.setitem(proj.app.conf.beat_schedule, "broken", broken)
+    result = invoke("schedule", "-A", APP, "--no-store")
+    assert result.exit_code == Exit.SETUP
+    assert "cannot run: entry 'broken': minute value 61 is out of range 0-59" in result.stdout
+    assert "refresh-prices" in result.stdout
+    assert "entries that cannot run: broken" in result.stderr
+    result = invoke("spread", "-A", APP)
+    assert result.exit_code == Exit.SETUP
+    assert "entry 'broken'" in result.stderr
+    result = invoke("lint", "-A", APP)
+    assert result.exit_code == Exit.SETUP
+    assert "out of range" in result.stdout
