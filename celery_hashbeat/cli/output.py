@@ -90,14 +90,9 @@ def relative(ms: int, now_ms: int) -> str:
     return f"in {duration(delta)}" if delta >= 0 else f"{duration(delta)} ago"
 
 
-def moment(ms: int, zone: tzinfo = timezone.utc) -> datetime:
-    """An aware datetime in ``zone`` for an epoch-milliseconds instant."""
-    return datetime.fromtimestamp(ms / 1000, zone)
-
-
 def stamp(ms: int, zone: tzinfo = timezone.utc) -> str:
     """An instant for tables: ``2026-11-22 14:37:00 UTC`` (milliseconds only when present)."""
-    when = moment(ms, zone)
+    when = datetime.fromtimestamp(ms / 1000, zone)
     text = f"{when:%Y-%m-%d %H:%M:%S}"
     if ms % 1000:
         text += f".{ms % 1000:03d}"
