@@ -105,7 +105,7 @@ _RE_H = re.compile(r"H(?:\((\d+)-(\d+)\))?(?:/(\d+))?")
 _RE_FUZZY = re.compile(r"#(?:\[(\d+)-(\d+)\]|/(\d+))?")
 _RE_NEAREST = re.compile(_NUM + "W")
 _RE_LAST_DOW = re.compile(_NUM + "L")
-_RE_NTH = re.compile(_NUM + "#" + _NUM)
+_RE_NTH = re.compile(r"([0-9A-Za-z]+)#(\d+)")  # MON#1 as well as 1#1
 _RE_PLAIN = re.compile(r"([0-9A-Za-z]+|\*)(?:-([0-9A-Za-z]+))?(?:/(\d+))?")
 
 
@@ -462,7 +462,10 @@ def iter_next(spec: Spec, tz: tzinfo, after: float, horizon: int) -> Iterator[in
                 yield ts
         wall = local(minute, tz)
         if not _day_is_possible(spec, wall):
-            jump = _midnight(wall.date() + timedelta(days=1), tz) - _MARGIN
+            day = wall.date() + timedelta(days=1)
+            if wall.month not in spec.months:  # the whole month is out: go to the next one
+                day = (wall.date().replace(day=28) + timedelta(days=4)).replace(day=1)
+            jump = _midnight(day, tz) - _MARGIN
             minute = max(minute + 60, jump // 60 * 60)
         else:
             minute += 60
@@ -479,7 +482,8 @@ def iter_prev(spec: Spec, tz: tzinfo, before: float, horizon: int) -> Iterator[i
         wall = local(minute, tz)
         if not _day_is_possible(spec, wall):
             # The first minute of the day may fire for the day before (gap rule): land on it.
-            jump = _midnight(wall.date(), tz) + _MARGIN
+            day = wall.date() if wall.month in spec.months else wall.date().replace(day=1)
+            jump = _midnight(day, tz) + _MARGIN
             minute = min(minute - 60, jump // 60 * 60)
         else:
             minute -= 60
