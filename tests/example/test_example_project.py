@@ -1,0 +1,61 @@
+"""The example project, started as the README starts it: a real worker and two real beats."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SENT = re.compile(r"^\[ *(beat-\d)\] Scheduler: Sending due task (\S+) .* slot (\S+)$")
+RAN = re.compile(r"^\[ *worker\] ran \S+ for entry (\S+), slot (\S+)$")
+
+pytestmark = pytest.mark.slow
+
+
+def run_example(*args: str) -> tuple[int, list[str]]:
+    finished = subprocess.run(
+        [sys.executable, "-m", "example_project", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
+    )
+    return finished.returncode, (finished.stdout + finished.stderr).splitlines()
+
+
+def sends_by_beat(lines: list[str]) -> Counter[str]:
+    return Counter(m.group(1) for line in lines if (m := SENT.match(line)))
+
+
+def test_one_leader_enqueues_and_the_worker_runs_each_slot_once() -> None:
+    code, lines = run_example("--seconds", "16", "--no-takeover")
+    output = "\n".join(lines)
+    assert code == 0, output
+    senders = sends_by_beat(lines)
+    assert len(senders) == 1, f"expected exactly one beat to enqueue, got {senders}\n{output}"
+    assert any("standing by" in line for line in lines), output
+    runs = Counter(m.groups() for line in lines if (m := RAN.match(line)))
+    assert runs, output
+    assert max(runs.values()) == 1, output
+    sent = {m.group(2, 3) for line in lines if (m := SENT.match(line))}
+    assert set(runs) <= sent, output
+    assert "Traceback" not in output
+
+
+def test_the_standby_takes_over_when_the_leader_stops() -> None:
+    code, lines = run_example("--seconds", "20")
+    output = "\n".join(lines)
+    assert code == 0, output
+    stop = next(i for i, line in enumerate(lines) if "stopping the leader" in line)
+    before, after = sends_by_beat(lines[:stop]), sends_by_beat(lines[stop:])
+    assert len(before) == 1 and len(after) == 1, output
+    assert before.keys() != after.keys(), output
+    slots = [m.group(2, 3) for line in lines if (m := SENT.match(line))]
+    assert len(slots) == len(set(slots)), output
