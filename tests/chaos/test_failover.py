@@ -1,0 +1,194 @@
+"""Failover under real faults: three ``celery beat`` processes, one store, one Redis broker.
+
+Every scenario ends with the same judgement (``Cluster.problems``): no (entry, slot) enqueued
+twice, every task id uuid5(entry|slot), every slot one of its entry's slots, and, with
+``catch_up="all"``, no slot missing between an entry's first and last recorded one. Takeover
+times are asserted against the design's bars with generous slack; the precise numbers are
+``benchmarks/failover.py``'s job.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.chaos.harness import Cluster, Takeover
+from tests.support.processes import Process
+from tests.support.redis_server import RedisProcess
+
+pytestmark = pytest.mark.slow
+
+#: The lease, short so that each failover takes seconds.
+TTL = 3.0
+#: DESIGN.md §7: after SIGKILL a standby enqueues within TTL + 1 s, after a clean stop within 1 s.
+#: The tests allow this much more, for a loaded machine.
+SLACK = 3.0
+KILL_BOUND = TTL + 1 + SLACK
+STOP_BOUND = 1 + SLACK
+#: A beat must answer SIGTERM promptly (DESIGN.md §5).
+EXIT_BOUND = 5.0
+
+MakeCluster = Callable[..., Cluster]
+
+
+@pytest.fixture(params=["redis", "sqlite"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path, private_redis: RedisProcess) -> str:
+    """The Redis store (the broker's server) or a SQLite file the beats share on this host."""
+    if request.param == "redis":
+        return private_redis.url
+    return f"sqlite:///{tmp_path}/store.sqlite"
+
+
+def start(cluster: MakeCluster, broker: RedisProcess, store_url: str) -> Cluster:
+    return cluster(
+        broker_url=broker.url, store_url=store_url, prefix="chaos", queue="chaos", ttl=TTL
+    ).start(beats=3)
+
+
+def strike(chaos: Cluster, fault: str, act: Callable[[Process], None]) -> tuple[Process, float]:
+    """Wait for a steady leader and a moment between ticks, then do ``act`` to the leader."""
+    leader = chaos.steady()
+    chaos.quiet_moment()
+    since = chaos.note(f"{fault} leader {leader.name} pid {leader.pid}")
+    act(leader)
+    return leader, since
+
+
+def assert_within(takeover: Takeover, bound: float) -> None:
+    assert takeover.enqueue is not None, f"no other beat enqueued after {takeover.fault}"
+    assert takeover.lease is not None, (
+        f"the store never named another leader after {takeover.fault}"
+    )
+    assert takeover.enqueue <= bound, (
+        f"after {takeover.fault} of the leader, another beat enqueued only after "
+        f"{takeover.enqueue:.2f}s (bound {bound:.1f}s)"
+    )
+
+
+def assert_clean_finish(chaos: Cluster) -> None:
+    """Stop every beat; each exits 0 promptly, and the record breaks no rule."""
+    survivors = [beat.name for beat in chaos.beats]
+    codes = chaos.stop(timeout=EXIT_BOUND)
+    print(chaos.diagnostics(lines=0))  # the timeline, takeover times included: shown with -rP
+    assert codes == dict.fromkeys(survivors, 0), f"beats did not all exit 0 on SIGTERM: {codes}"
+    found = chaos.problems()
+    more = f"\n... and {len(found) - 20} more" if len(found) > 20 else ""
+    assert not found, f"{len(found)} problem(s):\n" + "\n".join(found[:20]) + more
+
+
+def test_leader_faults(cluster: MakeCluster, private_redis: RedisProcess, store_url: str) -> None:
+    """SIGKILL the leader three times, freeze one past its lease, SIGTERM one; a supervisor
+    replaces the dead. Each time a standby takes over in time, and nothing is enqueued twice or
+    lost, not even by the frozen leader when it wakes."""
+    chaos = start(cluster, private_redis, store_url)
+
+    for _ in range(3):
+        victim, since = strike(chaos, "SIGKILL", Process.kill)
+        assert_within(chaos.takeover("SIGKILL", victim, since, KILL_BOUND + 10), KILL_BOUND)
+        chaos.gone(victim)
+
+    frozen, since = strike(chaos, "SIGSTOP", Process.pause)
+    assert_within(chaos.takeover("SIGSTOP", frozen, since, KILL_BOUND + 10), KILL_BOUND)
+    time.sleep(max(0.0, since + TTL + 1.5 - time.time()))
+    chaos.note(f"SIGCONT {frozen.name}")
+    frozen.resume()
+
+    stopped, since = strike(chaos, "SIGTERM", Process.terminate)
+    assert_within(chaos.takeover("SIGTERM", stopped, since, STOP_BOUND + 10), STOP_BOUND)
+    assert stopped.wait(EXIT_BOUND) == 0, f"{stopped!r} did not exit 0 within {EXIT_BOUND}s"
+    chaos.gone(stopped)
+
+    chaos.steady()
+    time.sleep(2)
+    assert frozen.alive, "a beat that lost its lease while frozen must stand by, not exit"
+    assert_clean_finish(chaos)
+
+
+def test_redis_restart_and_pause(cluster: MakeCluster, private_redis: RedisProcess) -> None:
+    """The Redis that is both store and broker dies and comes back empty, then hangs for longer
+    than the lease. The beats keep running, resume enqueueing on their own, and never enqueue a
+    slot twice; across the hang (the store kept its memory) no slot is lost."""
+    chaos = start(cluster, private_redis, private_redis.url)
+
+    chaos.steady()
+    chaos.quiet_moment()
+    down = chaos.note("redis-server SIGKILL")
+    private_redis.kill()
+    chaos.wipes.append(down)  # no persistence: the restarted server remembers nothing
+    time.sleep(2)
+    private_redis.start()
+    up = chaos.note("redis-server restarted, empty")
+    assert chaos.enqueued_after(up, timeout=30) is not None, "no enqueue after Redis came back"
+
+    chaos.steady()
+    chaos.quiet_moment()
+    chaos.note("redis-server SIGSTOP")
+    private_redis.pause()
+    time.sleep(TTL + 1.5)
+    private_redis.resume()
+    up = chaos.note("redis-server SIGCONT")
+    assert chaos.enqueued_after(up, timeout=30) is not None, "no enqueue after Redis woke up"
+
+    chaos.steady()
+    time.sleep(2)
+    assert all(beat.alive for beat in chaos.beats), "a beat exited over a store outage"
+    assert_clean_finish(chaos)
+
+
+def test_sqlite_store_locked(
+    cluster: MakeCluster, private_redis: RedisProcess, tmp_path: Path
+) -> None:
+    """Another process holds the SQLite store's write lock for longer than the lease (a backup,
+    a stuck tool). The beats stand by, take over again once it is free, and catch up every
+    missed slot exactly once."""
+    path = tmp_path / "store.sqlite"
+    chaos = start(cluster, private_redis, f"sqlite:///{path}")
+
+    chaos.steady()
+    chaos.quiet_moment()
+    locker = sqlite3.connect(path, timeout=10, isolation_level=None)
+    try:
+        locker.execute("BEGIN EXCLUSIVE")
+        chaos.note("store write-locked by another process")
+        time.sleep(TTL + 1.5)
+        locker.execute("ROLLBACK")
+    finally:
+        locker.close()
+    free = chaos.note("store lock released")
+    assert chaos.enqueued_after(free, timeout=30) is not None, "no enqueue after the lock was freed"
+
+    chaos.steady()
+    time.sleep(2)
+    assert all(beat.alive for beat in chaos.beats), "a beat exited over a locked store"
+    assert_clean_finish(chaos)
+
+
+def test_sigterm_during_a_burst_loses_nothing(
+    cluster: MakeCluster, private_redis: RedisProcess
+) -> None:
+    """SIGTERM reaches the leader while it publishes a burst (300 entries due at one instant).
+    A clean stop must not strand what it claimed: the standby enqueues every slot, once."""
+    chaos = cluster(
+        broker_url=private_redis.url,
+        store_url=private_redis.url,
+        prefix="chaos",
+        queue="chaos",
+        ttl=TTL,
+        schedule="burst:300",
+    ).start(beats=2)
+
+    leader = chaos.steady()
+    time.sleep(1.02 - time.time() % 1)  # 20 ms after a whole second: mid-burst
+    since = chaos.note(f"SIGTERM leader {leader.name} pid {leader.pid} mid-burst")
+    leader.terminate()
+    assert_within(chaos.takeover("SIGTERM", leader, since, STOP_BOUND + 10), STOP_BOUND)
+    assert leader.wait(EXIT_BOUND) == 0, f"{leader!r} did not exit 0 within {EXIT_BOUND}s"
+    chaos.gone(leader)
+
+    chaos.steady()
+    time.sleep(1)
+    assert_clean_finish(chaos)
