@@ -125,8 +125,8 @@ def hash_term(draw: st.DrawFn, name: str, hi: int | None = None) -> str:
 
 
 @st.composite
-def dom_special(draw: st.DrawFn) -> str:
-    kind = draw(st.sampled_from(["L", "LW", "W"]))
+def dom_special(draw: st.DrawFn, *, nearest: bool = True) -> str:
+    kind = draw(st.sampled_from(["L", "LW", "W"] if nearest else ["L", "LW"]))
     if kind == "W":
         return f"{draw(st.integers(1, 28))}W"  # 29W-31W are not in every month: see calendar tests
     return kind
@@ -148,13 +148,14 @@ def field_text(
     hashes: bool,
     specials: bool = False,
     hi: int | None = None,
+    nearest: bool = True,
 ) -> str:
     """A field: one term, or a comma list of two or three."""
     options: list[st.SearchStrategy[str]] = [plain_term(name, hi)]
     if hashes:
         options.append(hash_term(name, hi))
     if specials and name == "day_of_month":
-        options += [dom_special(), dom_special()]
+        options += [dom_special(nearest=nearest), dom_special(nearest=nearest)]
     if specials and name == "day_of_week":
         options += [dow_special(), dow_special()]
     term = st.one_of(*options)
@@ -163,8 +164,11 @@ def field_text(
 
 
 @st.composite
-def expression_text(draw: st.DrawFn, *, hashes: bool = True, day_and: bool = False) -> str:
-    """A valid 5- or 6-field expression that can fire."""
+def expression_text(
+    draw: st.DrawFn, *, hashes: bool = True, day_and: bool = False, cronsim_dialect: bool = False
+) -> str:
+    """A valid 5- or 6-field expression that can fire. ``cronsim_dialect`` leaves out what
+    cronsim does not read: '?' and nW."""
     six = draw(st.booleans())
     star = st.just("*")
 
@@ -177,8 +181,10 @@ def expression_text(draw: st.DrawFn, *, hashes: bool = True, day_and: bool = Fal
     month = draw(st.one_of(star, star, star, field_text("month", hashes=hashes)))
     # Days 29-31 only exist in some months: allow them only when every month is allowed.
     dom_hi = None if month == "*" else 28
-    dom_mode = draw(st.sampled_from(["*", "?", "*/", "restricted", "restricted", "restricted"]))
-    dow_mode = draw(st.sampled_from(["*", "?", "*/", "restricted", "restricted"]))
+    question = [] if cronsim_dialect else ["?"]
+    restricted = ["restricted"] * 3
+    dom_mode = draw(st.sampled_from(["*", *question, "*/", *restricted]))
+    dow_mode = draw(st.sampled_from(["*", *question, "*/", "restricted", "restricted"]))
     if dom_mode == "?" and dow_mode == "?":
         dow_mode = "*"
     # A day matches both fields when one starts with '*' or day_and is set. Keep such pairs
@@ -195,7 +201,12 @@ def expression_text(draw: st.DrawFn, *, hashes: bool = True, day_and: bool = Fal
             lo, top = oracle.BOUNDS[name]
             limit = (top - lo + 1) if hi is None else 1
             return f"*/{draw(st.integers(1, limit))}"
-        return draw(field_text(name, hashes=hashes, specials=specials, hi=hi))
+        # "restricted" must not start with '*' (a '*/n' first term would switch on the AND rule).
+        return draw(
+            field_text(
+                name, hashes=hashes, specials=specials, hi=hi, nearest=not cronsim_dialect
+            ).filter(lambda text: not text.startswith("*"))
+        )
 
     dom = day_field("day_of_month", dom_mode, dom_specials)
     dow = day_field("day_of_week", dow_mode, dow_specials)
