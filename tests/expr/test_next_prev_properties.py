@@ -164,3 +164,25 @@ def test_naive_datetimes_are_read_in_the_zone(case: Case, data: st.DataObject) -
         got = got.replace(tzinfo=case.tz)
     assert got.timestamp() == want.timestamp()
     assert expr.matches(when) is expr.matches(aware)
+
+
+def _meaning(spec: oracle.Spec) -> tuple[object, ...]:
+    dom, dow = spec.dom, spec.dow
+    return (
+        spec.resolved_sets(),
+        (dom.star, dom.last_day, dom.last_weekday, dom.nearest),
+        (dow.star, dow.last_dow, dow.nth_dow),
+        spec.six,
+        spec.fixed_time,
+    )
+
+
+@given(cases())
+def test_str_is_the_resolved_expression(case: Case) -> None:
+    """str(expr) has no hash terms left and means what the §3 resolution means."""
+    shown = str(build(case))
+    resolved = oracle.parse(shown)  # no key: fails if any hash term is left
+    assert _meaning(resolved) == _meaning(case.spec), f"{case.text!r} -> {shown!r}"
+    again = parse(shown, tz=case.tz_arg, day_and=case.day_and)
+    start = datetime(2026, 3, 7, 12, 34, 56, tzinfo=timezone.utc)
+    assert again.next(start).timestamp() == build(case).next(start).timestamp()
