@@ -14,7 +14,7 @@ from functools import lru_cache
 
 from .days import can_ever_fire
 from .describe import describe
-from .errors import CronSyntaxError
+from .errors import CronSyntaxError, NoFireTimeError
 from .fields import Resolved
 from .grammar import Parsed, parse_text
 from .seeding import Key
@@ -82,26 +82,41 @@ class CronExpr:
 
     def next_timestamp(self, after: float) -> int:
         """Epoch seconds of the first fire strictly after ``after`` (epoch seconds)."""
-        return self._timing.next_at_or_after(math.floor(after) + 1)
+        try:
+            return self._timing.next_at_or_after(math.floor(after) + 1)
+        except (OverflowError, ValueError) as exc:
+            raise NoFireTimeError("no fire time before the end of the calendar") from exc
 
     def prev_timestamp(self, before: float) -> int:
         """Epoch seconds of the last fire strictly before ``before`` (epoch seconds)."""
-        return self._timing.prev_at_or_before(math.ceil(before) - 1)
+        try:
+            return self._timing.prev_at_or_before(math.ceil(before) - 1)
+        except (OverflowError, ValueError) as exc:
+            raise NoFireTimeError("no fire time after the start of the calendar") from exc
 
     def next(self, after: datetime) -> datetime:
         """The first fire strictly after ``after``; naive datetimes are read in this zone."""
-        return datetime.fromtimestamp(self.next_timestamp(self._instant(after)), self.tz)
+        return self._datetime(self.next_timestamp(self._instant(after)))
 
     def prev(self, before: datetime) -> datetime:
         """The last fire strictly before ``before``; naive datetimes are read in this zone."""
-        return datetime.fromtimestamp(self.prev_timestamp(self._instant(before)), self.tz)
+        return self._datetime(self.prev_timestamp(self._instant(before)))
 
     def iter(self, after: datetime) -> Iterator[datetime]:
-        """Fires after ``after``, in order, without end."""
+        """Fires after ``after``, in order, until the calendar ends."""
         instant = self._instant(after)
         while True:
-            instant = self.next_timestamp(instant)
-            yield datetime.fromtimestamp(instant, self.tz)
+            try:
+                instant = self.next_timestamp(instant)
+            except NoFireTimeError:
+                return
+            yield self._datetime(instant)
+
+    def _datetime(self, instant: int) -> datetime:
+        try:
+            return datetime.fromtimestamp(instant, self.tz)
+        except (OverflowError, ValueError) as exc:
+            raise NoFireTimeError("the next fire time is past the end of the calendar") from exc
 
     def matches(self, when: datetime) -> bool:
         """Whether ``when`` is one of the fire instants (whole seconds only)."""

@@ -88,12 +88,15 @@ def parse_text(expression: str, key: Key | None, day_and: bool) -> Parsed:
         )
     for position, char in enumerate(expression):
         if char not in ALLOWED:
+            field_ = _field_at(expression, position)
+            where = f" in the {field_.label} field" if field_ else ""
             raise CronSyntaxError(
-                f"unexpected character {char!r}: fields hold digits, names, and * ? , - / # ( ) "
-                "[ ] H L W, separated by spaces",
+                f"unexpected character {char!r}{where}: fields hold ASCII digits, names, and "
+                "* ? , - / # ( ) [ ] H L W, separated by spaces",
                 expression,
                 position,
                 position + 1,
+                field_.label if field_ else None,
             )
     stripped = expression.strip(" \t")
     if not stripped:
@@ -105,6 +108,17 @@ def parse_text(expression: str, key: Key | None, day_and: bool) -> Parsed:
     if stripped.startswith("@"):
         return _parse_alias(expression, stripped, key, day_and)
     return _parse_fields(expression, key, day_and)
+
+
+def _field_at(expression: str, position: int) -> Field | None:
+    """The field that holds ``position``, when the expression has a field count that says so."""
+    tokens = list(FIELD_TEXT.finditer(expression))
+    if len(tokens) not in (5, 6):
+        return None
+    layout = SIX_FIELDS if len(tokens) == 6 else FIVE_FIELDS
+    return next(
+        (f for f, m in zip(layout, tokens, strict=True) if m.start() <= position < m.end()), None
+    )
 
 
 def _parse_alias(expression: str, alias: str, key: Key | None, day_and: bool) -> Parsed:

@@ -22,8 +22,8 @@ from .zones import Segment, Zone
 
 DAY = 86400
 EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
-FIRST_DAY = date(1, 1, 2).toordinal() - EPOCH_ORDINAL
-LAST_DAY = date(9999, 12, 30).toordinal() - EPOCH_ORDINAL
+FIRST_DAY = date.min.toordinal() - EPOCH_ORDINAL
+LAST_DAY = date.max.toordinal() - EPOCH_ORDINAL
 # Wall patterns repeat every 400 years and zone rules yearly: a search this long that finds
 # nothing never will.
 HORIZON = 401 * 366 * DAY

@@ -8,7 +8,7 @@ the second) and kept, shared by every expression in that zone.
 from __future__ import annotations
 
 import bisect
-from datetime import datetime, timedelta, timezone, tzinfo
+from datetime import date, datetime, timezone, tzinfo
 from functools import lru_cache
 from typing import NamedTuple
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -16,6 +16,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from .errors import CronSyntaxError
 
 DAY = 86400
+EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
 # Years before 1 and after 9999 have no datetime; probing stays inside.
 FIRST_YEAR, LAST_YEAR = 2, 9998
 
@@ -128,8 +129,8 @@ class Zone:
         for learn in (year - 1, year, year + 1):
             if FIRST_YEAR <= learn <= LAST_YEAR:
                 self._learn(learn)
-        start = _year_start(max(year - 1, FIRST_YEAR))
-        end = _year_start(min(year + 2, LAST_YEAR + 1))
+        start = _year_start(year - 1)
+        end = _year_start(year + 2)
         offset = self.offset_at(instant)
         previous = offset
         at = bisect.bisect_right(self._starts, instant)
@@ -184,8 +185,11 @@ def zone_for(tz: tzinfo) -> Zone:
 
 
 def _year_start(year: int) -> int:
-    return (datetime(year, 1, 1) - datetime(1970, 1, 1)) // timedelta(seconds=1)
+    """Epoch seconds of 1 January of ``year``, by arithmetic: years past 9999 have no datetime."""
+    before = year - 1
+    ordinal = 365 * before + before // 4 - before // 100 + before // 400 + 1
+    return (ordinal - EPOCH_ORDINAL) * DAY
 
 
 def _year_of(instant: int) -> int:
-    return (datetime(1970, 1, 1) + timedelta(seconds=instant)).year
+    return date.fromordinal(instant // DAY + EPOCH_ORDINAL).year
