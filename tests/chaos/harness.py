@@ -186,8 +186,10 @@ class Cluster:
         catch_up: str = "all",
         schedule: str = "chaos",
         env: Mapping[str, str] | None = None,
+        loglevel: str = "INFO",
     ) -> None:
         self.processes = processes
+        self.loglevel = loglevel
         self.workdir: Path = processes.workdir
         self.ttl = ttl
         self.catch_up = catch_up
@@ -223,7 +225,8 @@ class Cluster:
     def add_beat(self) -> Process:
         self._started += 1
         name = f"beat-{self._started}"
-        beat = self.processes.start(name, celery_beat_args(APP, self.workdir, name), self.env)
+        args = celery_beat_args(APP, self.workdir, name, loglevel=self.loglevel)
+        beat = self.processes.start(name, args, self.env)
         self.beats.append(beat)
         self.note(f"started {name} pid {beat.pid}")
         return beat
@@ -342,8 +345,9 @@ class Cluster:
         )
         return None if found is None else found - since
 
-    def quiet_moment(self, before_ms: int = 60, after_ms: int = 200) -> None:
-        """Sleep until no entry has a slot within [-before_ms, +after_ms] of now.
+    def quiet_moment(self, before_ms: int = 50, after_ms: int = 150) -> None:
+        """Sleep until no entry has a slot within [-before_ms, +after_ms] of now (or, if slots
+        are too dense for that within 1.5 s, until the moment furthest from them).
 
         SIGKILL between a claim and its publish loses the claimed slots: at-most-once by design
         (DESIGN.md §5). The scenarios test failover, so they strike between ticks; a clean stop
@@ -356,12 +360,21 @@ class Cluster:
         upcoming: list[int] = []
         for name, anchor in last.items():
             slot = anchor
-            while slot < now + 3000:
+            while slot < now + 2000:
                 slot = next_slot(name, self.schedule[name]["schedule"], slot)
                 upcoming.append(slot)
-        moment = now + 10
-        while any(slot - before_ms <= moment <= slot + after_ms for slot in upcoming):
-            moment += 5
+
+        def clearance(moment: float) -> float:
+            """How far outside every slot's window ``moment`` is (negative: inside one)."""
+            return min(
+                (max(slot - before_ms - moment, moment - slot - after_ms) for slot in upcoming),
+                default=1.0,
+            )
+
+        candidates = [now + 10 + 5 * step for step in range(300)]
+        moment = next((m for m in candidates if clearance(m) > 0), None)
+        if moment is None:
+            moment = max(candidates, key=clearance)
         time.sleep(max(0.0, (moment - time.time() * 1000) / 1000))
 
     def quiet_broker(self, quiet: float = 0.5, timeout: float = 5.0) -> None:

@@ -140,13 +140,17 @@ class ProcessGroup:
 
 
 def celery_beat_args(
-    app: str, workdir: Path, name: str, scheduler: str = "celery_hashbeat.Scheduler"
+    app: str,
+    workdir: Path,
+    name: str,
+    scheduler: str = "celery_hashbeat.Scheduler",
+    loglevel: str = "INFO",
 ) -> list[str]:
     """``celery -A app beat -S scheduler`` with its own pidfile and schedule file."""
     return [
         sys.executable, "-m", "celery", "-A", app, "beat",
         "-S", scheduler,
-        "--loglevel=INFO",
+        f"--loglevel={loglevel}",
         f"--pidfile={workdir / f'{name}.pid'}",
         f"--schedule={workdir / f'{name}.schedule'}",
     ]  # fmt: skip
