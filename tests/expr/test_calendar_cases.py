@@ -8,6 +8,7 @@ Jun 1 and Jun 15 are Saturdays, Jun 30 and Sep 15 are Sundays, Aug 31 and Nov 30
 from __future__ import annotations
 
 import itertools
+import time
 from datetime import datetime, timezone
 from zoneinfo import ZoneInfo
 
@@ -493,3 +494,40 @@ def test_no_fire_before_year_1() -> None:
     """prev() before the calendar's start raises NoFireTimeError too."""
     with pytest.raises(NoFireTimeError):
         parse("0 0 2 1 *").prev(datetime(1, 1, 1, 12, tzinfo=timezone.utc))
+
+
+@pytest.mark.parametrize(
+    ("text", "day_and"),
+    [
+        ("0 0 29 2 1", True),  # Feb 29 on a Monday: 28 years apart at worst
+        ("59 59 23 29 2 0", True),
+        ("0 0 * 2 1#5", False),
+        ("0 0 31 12 5#5", True),
+        ("0 0 L 2 1L", True),
+        ("0 0 29 2 *", False),
+    ],
+)
+@pytest.mark.parametrize("year", [1999, 2088, 2096, 2100])
+def test_sparse_expressions_are_found_quickly(text: str, day_and: bool, year: int) -> None:
+    """The sparsest schedules: same answer as the oracle, found in bounded time."""
+    start = datetime(year, 3, 1, 12, tzinfo=timezone.utc)
+    expr = parse(text, day_and=day_and)
+    began = time.perf_counter()
+    got = expr.next(start).timestamp()
+    back = expr.prev(start).timestamp()
+    assert time.perf_counter() - began < 2.0
+    spec = oracle.parse(text, day_and=day_and)
+    tz = timezone.utc
+    horizon = 60 * 366 * 86400
+    assert got == oracle.next_fire(spec, tz, start.timestamp(), horizon)
+    assert back == oracle.prev_fire(spec, tz, start.timestamp(), horizon)
+
+
+def test_iter_stops_at_the_end_of_the_calendar() -> None:
+    """iter() ends quietly after the last fire of year 9999."""
+    fires = list(parse("59 23 31 12 *").iter(datetime(9997, 6, 1, tzinfo=timezone.utc)))
+    assert [f.isoformat() for f in fires] == [
+        "9997-12-31T23:59:00+00:00",
+        "9998-12-31T23:59:00+00:00",
+        "9999-12-31T23:59:00+00:00",
+    ]
