@@ -66,6 +66,19 @@ class Peer:
     dispatch_grows: bool  # each dispatch is O(N)
 
 
+@dataclass
+class Kind:
+    """The entries: every one fires once a minute; ``due_seconds`` are the seconds at which any
+    falls due (the clock skips the others, so idle ticks are not counted as dispatch cost)."""
+
+    schedule: Callable[[], Any]
+    due_seconds: range
+
+
+CRONTAB = Kind(crontab, range(60, 61))  # all due at the top of the minute
+HASHCRON = Kind(lambda: hashcron("H * * * * *"), range(1, 61))  # spread over the minute
+
+
 class HashbeatBench(Scheduler):
     sent = 0
 
@@ -117,11 +130,13 @@ def make_app(
     return app
 
 
-def drain_minute(scheduler: Any, clock: Clock, budget: float) -> tuple[float, int, bool]:
-    """Walk the clock through one minute a second at a time, ticking until nothing is due.
-    Returns (elapsed, dispatched, finished)."""
+def drain_minute(
+    scheduler: Any, clock: Clock, seconds: range, budget: float
+) -> tuple[float, int, bool]:
+    """Move the clock to each second of the minute at which slots fall due, ticking until nothing
+    is due. Returns (elapsed, dispatched, finished)."""
     started = time.perf_counter()
-    for second in range(1, 61):
+    for second in seconds:
         clock.now = T0 + second
         while scheduler.tick() == 0:
             if time.perf_counter() - started > budget:
@@ -139,9 +154,7 @@ def idle_tick(scheduler: Any, clock: Clock, budget: float) -> float:
     return (time.perf_counter() - started) / count * 1e6
 
 
-def measure(
-    peer: Peer, n: int, schedule: Callable[[], Any], redis_url: str, budget: float
-) -> dict[str, Any]:
+def measure(peer: Peer, n: int, kind: Kind, redis_url: str, budget: float) -> dict[str, Any]:
     """One scheduler at one size; the cells it could not run fully are extrapolated."""
     run_n = min(n, peer.cap)
     scale = n / run_n
@@ -149,14 +162,14 @@ def measure(
     result: dict[str, Any] = {"estimated": set()}
     try:
         clock = Clock()
-        app = make_app(redis_url, prefix, clock, schedule, run_n)
+        app = make_app(redis_url, prefix, clock, kind.schedule, run_n)
         gc.collect()
         started = time.perf_counter()
         scheduler = peer.build(app, clock)
         scheduler.tick()
         result["startup"] = (time.perf_counter() - started) * scale
         result["idle"] = idle_tick(scheduler, clock, budget) * (scale if peer.idle_grows else 1)
-        elapsed, sent, finished = drain_minute(scheduler, clock, budget)
+        elapsed, sent, finished = drain_minute(scheduler, clock, kind.due_seconds, budget)
         per_entry = elapsed / max(sent, 1) * 1e6
         result["per_entry"] = per_entry * (scale if peer.dispatch_grows else 1)
         result["drain"] = result["per_entry"] * n / 1e6
@@ -169,7 +182,7 @@ def measure(
         del scheduler
 
         clock = Clock()
-        app = make_app(redis_url, f"{prefix}-m", clock, schedule, run_n)
+        app = make_app(redis_url, f"{prefix}-m", clock, kind.schedule, run_n)
         gc.collect()
         tracemalloc.start()
         scheduler = peer.build(app, clock)
@@ -203,21 +216,21 @@ def main() -> None:
     warnings.simplefilter("ignore")
     big = 10**9
     peers = [
-        ("celery_hashbeat (crontab)", Peer("hashbeat", build_hashbeat, big, False, False), crontab),
+        ("celery_hashbeat (crontab)", Peer("hashbeat", build_hashbeat, big, False, False), CRONTAB),
         (
             "celery_hashbeat (hashcron)",
             Peer("hashbeat", build_hashbeat, big, False, False),
-            lambda: hashcron("H * * * * *"),
+            HASHCRON,
         ),
         (
             "celery.beat.Scheduler",
             Peer("celery", lambda app, _: CeleryBench(app), big, True, True),
-            crontab,
+            CRONTAB,
         ),
         (
             "RedBeatScheduler",
             Peer("redbeat", lambda app, _: RedBeatBench(app), args.redbeat_cap, False, False),
-            crontab,
+            CRONTAB,
         ),
     ]
     header = (
@@ -228,8 +241,8 @@ def main() -> None:
     print("-" * len(header))
     ours: dict[str, Any] = {}
     for n in (int(size) for size in args.sizes.split(",")):
-        for label, peer, schedule in peers:
-            result = measure(peer, n, schedule, args.redis_url, args.budget)
+        for label, peer, kind in peers:
+            result = measure(peer, n, kind, args.redis_url, args.budget)
             if label.startswith("celery_hashbeat") and n == 100_000:
                 ours[label] = result
             print(
