@@ -7,10 +7,13 @@ import time
 from dataclasses import dataclass
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from celery_hashbeat.expr import CronSyntaxError, parse
 
 KEY = "some-entry"
+FIELDS_6 = ("second", "minute", "hour", "day_of_month", "month", "day_of_week")
 
 
 @dataclass(frozen=True)
@@ -263,3 +266,45 @@ def test_over_long_input_fails_fast() -> None:
     with pytest.raises(CronSyntaxError):
         parse("H" * 1_000_000, KEY)
     assert time.perf_counter() - started < 5.0
+
+
+OUT_OF_RANGE = {
+    "second": ["60", "99"],
+    "minute": ["60", "75"],
+    "hour": ["24", "99"],
+    "day_of_month": ["0", "32"],
+    "month": ["0", "13"],
+    "day_of_week": ["8", "10"],
+}
+
+
+@given(
+    st.integers(5, 6),
+    st.lists(st.sampled_from([" ", "\t", "  ", " \t"]), min_size=5, max_size=5),
+    st.data(),
+)
+def test_caret_lands_on_a_bad_value_anywhere(
+    count: int, seps: list[str], data: st.DataObject
+) -> None:
+    """Put one out-of-range value (alone or at the end of a list) in any field, with any mix of
+    blanks between fields: the error names that field and the caret sits exactly under it."""
+    names = FIELDS_6 if count == 6 else FIELDS_6[1:]
+    fields = [data.draw(st.sampled_from(["*", "1", "1-2", "*/5"])) for _ in names]
+    bad_index = data.draw(st.integers(0, count - 1))
+    name = names[bad_index]
+    bad = data.draw(st.sampled_from(OUT_OF_RANGE[name]))
+    prefix = data.draw(st.sampled_from(["", "1,", "1-2,"]))
+    fields[bad_index] = prefix + bad
+    text = fields[0]
+    start = -1
+    for i in range(1, count):
+        if i == bad_index:
+            start = len(text) + len(seps[i - 1]) + len(prefix)
+        text += seps[i - 1] + fields[i]
+    if bad_index == 0:
+        start = len(prefix)
+    with pytest.raises(CronSyntaxError) as info:
+        parse(text)
+    err = info.value
+    assert field_name(err) == name, (text, err.message)
+    assert (err.start, err.end) == (start, start + len(bad)), (text, str(err))
