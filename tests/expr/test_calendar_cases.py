@@ -531,3 +531,14 @@ def test_iter_stops_at_the_end_of_the_calendar() -> None:
         "9998-12-31T23:59:00+00:00",
         "9999-12-31T23:59:00+00:00",
     ]
+
+
+def test_naive_fold_picks_the_occurrence() -> None:
+    """A naive wall time is read in the zone with its fold (PEP 495): 01:30 fold=1 is EST."""
+    expr = parse("*/10 * * * *", tz="America/New_York")
+    ny = ZoneInfo("America/New_York")
+    for fold, offset in ((0, "-04:00"), (1, "-05:00")):
+        got = expr.next(datetime(2024, 11, 3, 1, 30, fold=fold))
+        if got.tzinfo is None:
+            got = got.replace(tzinfo=ny)
+        assert got.isoformat() == f"2024-11-03T01:40:00{offset}"
