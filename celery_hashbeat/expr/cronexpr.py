@@ -18,7 +18,7 @@ from .errors import CronSyntaxError, NoFireTimeError
 from .fields import Resolved
 from .grammar import Parsed, parse_text
 from .seeding import Key
-from .timing import Timing, WallClock
+from .timing import WallClock, timing_for
 from .zones import load_zone, zone_for
 
 
@@ -69,7 +69,7 @@ class CronExpr:
         self.key = key
         self.tz = tz
         self.day_and = day_and
-        self._timing = Timing(_wall_clock(parsed.resolved), zone_for(tz), parsed.fixed_time)
+        self._timing = timing_for(_wall_clock(parsed.resolved), zone_for(tz), parsed.fixed_time)
 
     @property
     def resolved(self) -> Resolved:
@@ -96,11 +96,23 @@ class CronExpr:
 
     def next(self, after: datetime) -> datetime:
         """The first fire strictly after ``after``; naive datetimes are read in this zone."""
-        return self._datetime(self.next_timestamp(self._instant(after)))
+        if after.tzinfo is None:
+            after = after.replace(tzinfo=self.tz)
+        try:
+            instant = self._timing.next_at_or_after(math.floor(after.timestamp()) + 1)
+            return datetime.fromtimestamp(instant, self.tz)
+        except (OverflowError, ValueError) as exc:
+            raise NoFireTimeError("no fire time before the end of the calendar") from exc
 
     def prev(self, before: datetime) -> datetime:
         """The last fire strictly before ``before``; naive datetimes are read in this zone."""
-        return self._datetime(self.prev_timestamp(self._instant(before)))
+        if before.tzinfo is None:
+            before = before.replace(tzinfo=self.tz)
+        try:
+            instant = self._timing.prev_at_or_before(math.ceil(before.timestamp()) - 1)
+            return datetime.fromtimestamp(instant, self.tz)
+        except (OverflowError, ValueError) as exc:
+            raise NoFireTimeError("no fire time after the start of the calendar") from exc
 
     def iter(self, after: datetime) -> Iterator[datetime]:
         """Fires after ``after``, in order, until the calendar ends."""

@@ -13,6 +13,7 @@ times to instants with DESIGN.md §2's DST rule:
 
 from __future__ import annotations
 
+import abc
 from datetime import date
 
 from .days import DayMatcher, day_matcher, month_length
@@ -40,6 +41,7 @@ class WallClock:
         "_last_time",
         "_minutes_next",
         "_minutes_prev",
+        "_month",
         "_months_next",
         "_months_prev",
         "_seconds_next",
@@ -62,10 +64,51 @@ class WallClock:
         self._last_time = (
             max(resolved.hours) * 3600 + max(resolved.minutes) * 60 + max(resolved.seconds)
         )
+        #: The last month searched: (its first day, the day after its last, its day mask).
+        #: Consecutive questions mostly fall in one month, which then costs a bit test.
+        self._month = (0, 0, 0)
 
     def next_at_or_after(self, wall: int) -> int:
         """The first matching wall time >= ``wall``."""
         days, second = divmod(wall, DAY)
+        first, end, mask = self._month
+        if first <= days < end:
+            later = mask >> (days - first + 1)
+            if later & 1:
+                time = self._time_at_or_after(second)
+                if time >= 0:
+                    return days * DAY + time
+                later &= ~1
+            if later:
+                return (days + (later & -later).bit_length() - 1) * DAY + self._first_time
+            days, second = end, 0
+        return self._search_forward(days, second)
+
+    def prev_at_or_before(self, wall: int) -> int:
+        """The last matching wall time <= ``wall``."""
+        days, second = divmod(wall, DAY)
+        first, end, mask = self._month
+        if first <= days < end:
+            today = days - first + 1
+            earlier = mask & ((2 << today) - 1)
+            if (earlier >> today) & 1:
+                time = self._time_at_or_before(second)
+                if time >= 0:
+                    return days * DAY + time
+                earlier &= ~(1 << today)
+            if earlier:
+                return (first + earlier.bit_length() - 2) * DAY + self._last_time
+            days, second = first - 1, DAY - 1
+        return self._search_backward(days, second)
+
+    def _month_mask(self, days: int, year: int, month: int, day: int) -> int:
+        first = days - day + 1
+        length = month_length(year, month)
+        mask = self._days.month_mask(length, (first + 4) % 7)
+        self._month = (first, first + length, mask)
+        return mask
+
+    def _search_forward(self, days: int, second: int) -> int:
         while days <= LAST_DAY:
             when = date.fromordinal(days + EPOCH_ORDINAL)
             year, month, day = when.year, when.month, when.day
@@ -76,8 +119,7 @@ class WallClock:
                 )
                 second = 0
                 continue
-            first_weekday = (days - day + 5) % 7
-            later = self._days.month_mask(month_length(year, month), first_weekday) >> day
+            later = self._month_mask(days, year, month, day) >> day
             if not later:
                 days += month_length(year, month) - day + 1
                 second = 0
@@ -93,9 +135,7 @@ class WallClock:
             second = 0
         raise NoFireTimeError("no fire time before the year 10000")
 
-    def prev_at_or_before(self, wall: int) -> int:
-        """The last matching wall time <= ``wall``."""
-        days, second = divmod(wall, DAY)
+    def _search_backward(self, days: int, second: int) -> int:
         while days >= FIRST_DAY:
             when = date.fromordinal(days + EPOCH_ORDINAL)
             year, month, day = when.year, when.month, when.day
@@ -107,9 +147,7 @@ class WallClock:
                     days = _first_of_month(year, 1) - 1
                 second = DAY - 1
                 continue
-            first_weekday = (days - day + 5) % 7
-            mask = self._days.month_mask(month_length(year, month), first_weekday)
-            earlier = mask & ((2 << day) - 1)
+            earlier = self._month_mask(days, year, month, day) & ((2 << day) - 1)
             if not earlier:
                 days -= day
                 second = DAY - 1
@@ -172,33 +210,52 @@ def _first_of_month(year: int, month: int) -> int:
     return date(year, month, 1).toordinal() - EPOCH_ORDINAL
 
 
-class Timing:
-    """Fire instants of a wall clock in a zone, under the DST rule for its kind of job."""
+class Timing(abc.ABC):
+    """Fire instants of a wall clock in a zone; ``timing_for`` picks the subclass for the zone
+    and the kind of job once, so a call goes straight to its rule."""
 
-    __slots__ = ("_fixed_time", "_wall", "_zone")
+    __slots__ = ("_wall", "_zone")
 
-    def __init__(self, wall: WallClock, zone: Zone, fixed_time: bool) -> None:
+    def __init__(self, wall: WallClock, zone: Zone) -> None:
         self._wall = wall
         self._zone = zone
-        self._fixed_time = fixed_time
+
+    @abc.abstractmethod
+    def next_at_or_after(self, start: int) -> int:
+        """The first fire instant >= ``start``."""
+
+    @abc.abstractmethod
+    def prev_at_or_before(self, end: int) -> int:
+        """The last fire instant <= ``end``."""
+
+
+def timing_for(wall: WallClock, zone: Zone, fixed_time: bool) -> Timing:
+    if zone.fixed:
+        return ConstantOffset(wall, zone)
+    return FixedTime(wall, zone) if fixed_time else RealInstants(wall, zone)
+
+
+class ConstantOffset(Timing):
+    """A zone without transitions: wall time is the instant plus one offset."""
+
+    __slots__ = ()
 
     def next_at_or_after(self, start: int) -> int:
-        if self._zone.fixed:
-            offset = self._zone.fixed_offset
-            return self._wall.next_at_or_after(start + offset) - offset
-        if self._fixed_time:
-            return self._next_fixed(start)
-        return self._next_on_instants(start)
+        offset = self._zone.fixed_offset
+        return self._wall.next_at_or_after(start + offset) - offset
 
     def prev_at_or_before(self, end: int) -> int:
-        if self._zone.fixed:
-            offset = self._zone.fixed_offset
-            return self._wall.prev_at_or_before(end + offset) - offset
-        if self._fixed_time:
-            return self._prev_fixed(end)
-        return self._prev_on_instants(end)
+        offset = self._zone.fixed_offset
+        return self._wall.prev_at_or_before(end + offset) - offset
 
-    def _next_on_instants(self, start: int) -> int:
+
+class RealInstants(Timing):
+    """Fires at the instants whose wall time matches: never in a gap, twice in a repeat.
+    Inside one offset segment wall time is instant + offset, so the search goes by segments."""
+
+    __slots__ = ()
+
+    def next_at_or_after(self, start: int) -> int:
         segment, limit = self._zone.segment(start), start + HORIZON
         while segment.start <= limit:
             found = self._wall.next_at_or_after(start + segment.offset) - segment.offset
@@ -208,7 +265,7 @@ class Timing:
             segment = self._zone.segment(start)
         raise NoFireTimeError("no matching time exists in this time zone")
 
-    def _prev_on_instants(self, end: int) -> int:
+    def prev_at_or_before(self, end: int) -> int:
         segment, limit = self._zone.segment(end), end - HORIZON
         while segment.end >= limit:
             found = self._wall.prev_at_or_before(end + segment.offset) - segment.offset
@@ -218,9 +275,15 @@ class Timing:
             segment = self._zone.segment(end)
         raise NoFireTimeError("no matching time exists in this time zone")
 
-    def _next_fixed(self, start: int) -> int:
-        """Wall times map to their first instant, gap wall times to the gap's end; the map never
-        decreases, so the first matching wall time past the start's wall time is the answer."""
+
+class FixedTime(Timing):
+    """Debian cron's rule for jobs at a fixed time of day: each matching wall time fires once,
+    at its first instant, and one in a spring-forward gap fires at the gap's end. That map never
+    decreases, so the first matching wall time past the start's is the answer."""
+
+    __slots__ = ()
+
+    def next_at_or_after(self, start: int) -> int:
         before = start - 1
         segment = self._zone.segment(before)
         wall = before + segment.offset + 1
@@ -235,7 +298,7 @@ class Timing:
                 return segment.end
             segment = following
 
-    def _prev_fixed(self, end: int) -> int:
+    def prev_at_or_before(self, end: int) -> int:
         segment = self._zone.segment(end)
         wall = end + segment.offset
         if _repeats_into(segment, end):

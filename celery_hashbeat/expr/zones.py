@@ -180,8 +180,17 @@ class Zone:
 
 
 @lru_cache(maxsize=512)
-def zone_for(tz: tzinfo) -> Zone:
+def _shared_zone(tz: tzinfo) -> Zone:
     return Zone(tz)
+
+
+def zone_for(tz: tzinfo) -> Zone:
+    """The Zone of ``tz``, shared by every expression in it (a tzinfo that cannot be hashed, as
+    some third-party ones, gets one of its own)."""
+    try:
+        return _shared_zone(tz)
+    except TypeError:
+        return Zone(tz)
 
 
 def _year_start(year: int) -> int:
