@@ -27,13 +27,11 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from importlib.metadata import version
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-
-import celery  # noqa: E402
-import kombu  # noqa: E402
 
 from tests.chaos.app import app, tick  # noqa: E402
 from tests.chaos.harness import Cluster, Takeover  # noqa: E402
@@ -192,14 +190,14 @@ def publish_cost(messages: int = 2000) -> float:
     """Median microseconds of one plain ``apply_async`` of the same task to a private Redis: the
     floor under any beat's enqueue, and what a burst of N simultaneous slots costs N times."""
     with RedisProcess() as server:
-        app.conf.broker_url = server.url
+        app.conf.update(broker_url=server.url)
         costs = []
         with app.producer_or_acquire() as producer:
             for i in range(messages):
                 began = time.perf_counter()
                 tick.apply_async(producer=producer, headers={"hashbeat_entry": f"e{i}"})
                 costs.append((time.perf_counter() - began) * 1e6)
-        app.pool.force_close_all()
+        app.close()
     return percentile(costs, 0.5)
 
 
@@ -232,8 +230,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         .split()[0]
     )
     print(
-        f"python {platform.python_version()}, celery {celery.__version__}, kombu "
-        f"{kombu.__version__}, redis-server {redis_version}, {os.cpu_count()} CPUs, "
+        f"python {platform.python_version()}, celery {version('celery')}, kombu "
+        f"{version('kombu')}, redis-server {redis_version}, {os.cpu_count()} CPUs, "
         f"{platform.platform()}",
         flush=True,
     )

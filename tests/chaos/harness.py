@@ -114,15 +114,8 @@ def problems(
             f"lost: {len(unpublished)} slot(s) claimed in the store but never enqueued, "
             f"e.g. {unpublished[:5]}"
         )
-    for entry in schedule if until is not None else ():
-        last = max((slot for name, slot in counts if name == entry), default=None)
-        due = None if last is None else next_slot(entry, schedule[entry]["schedule"], last)
-        if due is None:
-            found.append(f"{entry}: never enqueued")
-        elif due < (until - 1) * 1000:
-            found.append(
-                f"{entry}: stopped enqueueing after slot {last}; {due} was due before the end"
-            )
+    if until is not None:
+        found += _stalled(schedule, counts, until)
     for (entry, lifetime), slots in sorted(lifetimes.items()):
         expected = set(_walk(entry, schedule[entry]["schedule"], min(slots), max(slots)))
         off = sorted(slots - expected)
@@ -135,6 +128,24 @@ def problems(
             found.append(
                 f"lost: {entry} never enqueued {len(missing)} slot(s) {missing[:10]} between "
                 f"{min(slots)} and {max(slots)} (lifetime {lifetime})"
+            )
+    return found
+
+
+def _stalled(
+    schedule: Mapping[str, Mapping[str, Any]], counts: Mapping[tuple[str, int], int], until: float
+) -> list[str]:
+    """Entries that never enqueued, or whose next slot was due a second before ``until``."""
+    found = []
+    for entry in schedule:
+        last = max((slot for name, slot in counts if name == entry), default=None)
+        if last is None:
+            found.append(f"{entry}: never enqueued")
+            continue
+        due = next_slot(entry, schedule[entry]["schedule"], last)
+        if due < (until - 1) * 1000:
+            found.append(
+                f"{entry}: stopped enqueueing after slot {last}; {due} was due before the end"
             )
     return found
 
