@@ -133,8 +133,21 @@ def _day_phrase(day: DaySpec) -> str:
     if every_weekday:
         return by_date
     if day.both_must_match:
-        return f"{by_date}, if it is {by_weekday.removeprefix('on ')}"
+        return f"{by_date}, {_weekday_condition(day)}"
     return f"{by_date} and {by_weekday}"
+
+
+def _weekday_condition(day: DaySpec) -> str:
+    """The weekday half of an AND day rule, read as a condition on the date."""
+    weekdays = shape(day.weekdays, 0, 6)
+    words = []
+    if day.weekdays and weekdays.kind != "all":
+        if weekdays.kind == "range":
+            words.append(f"{WEEKDAYS[weekdays.values[0]]} to {WEEKDAYS[weekdays.values[-1]]}")
+        else:
+            words += [f"a {WEEKDAYS[w]}" for w in weekdays.values]
+    words += _special_weekdays(day)
+    return "if it is " + " or ".join(words)
 
 
 def _date_words(day: DaySpec) -> str:
@@ -162,11 +175,15 @@ def _weekday_words(day: DaySpec) -> str:
             words.append(f"{WEEKDAYS[weekdays.values[0]]} to {WEEKDAYS[weekdays.values[-1]]}")
         else:
             words.append(listing([WEEKDAYS[w] + "s" for w in weekdays.values]))
-    words += [f"the last {WEEKDAYS[w]} of the month" for w in sorted(day.last_weekdays_of)]
-    words += [
-        f"the {ORDINALS[nth]} {WEEKDAYS[w]} of the month" for w, nth in sorted(day.nth_weekdays)
-    ]
+    words += _special_weekdays(day)
     if not words:
         return ""
     prefix = "" if weekdays.kind == "range" and len(words) == 1 else "on "
     return prefix + listing(words)
+
+
+def _special_weekdays(day: DaySpec) -> list[str]:
+    """``nL`` and ``n#k`` terms in words."""
+    last = [f"the last {WEEKDAYS[w]} of the month" for w in sorted(day.last_weekdays_of)]
+    nth = [f"the {ORDINALS[k]} {WEEKDAYS[w]} of the month" for w, k in sorted(day.nth_weekdays)]
+    return last + nth
