@@ -10,33 +10,14 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from datetime import datetime, tzinfo
-from functools import lru_cache
 
-from .days import can_ever_fire
 from .describe import describe
 from .errors import CronSyntaxError, NoFireTimeError
 from .fields import Resolved
-from .grammar import Parsed, parse_text
+from .resolve import Parsed, resolver_for
 from .seeding import Key
-from .timing import WallClock, timing_for
+from .timing import timing_for
 from .zones import load_zone, zone_for
-
-
-@lru_cache(maxsize=8192)
-def _wall_clock(resolved: Resolved) -> WallClock:
-    return WallClock(resolved)
-
-
-@lru_cache(maxsize=8192)
-def _parse_cached(text: str, key: Key | None, day_and: bool) -> Parsed:
-    parsed = parse_text(text, key, day_and)
-    if not can_ever_fire(parsed.resolved):
-        raise CronSyntaxError(
-            f"{text.strip()!r} can never fire: no month has the day it asks for "
-            "(check the day-of-month, month and day-of-week fields)",
-            text,
-        )
-    return parsed
 
 
 def parse(
@@ -51,9 +32,8 @@ def parse(
         raise CronSyntaxError(
             f"a cron expression must be a string, not {type(expression).__name__}"
         )
-    return CronExpr(
-        _parse_cached(expression, key, day_and), expression, key, load_zone(tz), day_and
-    )
+    parsed = resolver_for(expression).resolve(key, day_and)
+    return CronExpr(parsed, expression, key, load_zone(tz), day_and)
 
 
 class CronExpr:
@@ -69,7 +49,7 @@ class CronExpr:
         self.key = key
         self.tz = tz
         self.day_and = day_and
-        self._timing = timing_for(_wall_clock(parsed.resolved), zone_for(tz), parsed.fixed_time)
+        self._timing = timing_for(parsed.wall, zone_for(tz), parsed.fixed_time)
 
     @property
     def resolved(self) -> Resolved:

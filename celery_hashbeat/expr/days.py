@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from .fields import DaySpec, Resolved, day_bits, weekday_masks
+from .fields import DaySpec, day_bits, weekday_masks
 
 SATURDAY, SUNDAY = 6, 0
 MONTH_LENGTHS = (0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
@@ -78,14 +78,15 @@ def day_matcher(spec: DaySpec) -> DayMatcher:
     return DayMatcher(spec)
 
 
-def can_ever_fire(resolved: Resolved) -> bool:
+@lru_cache(maxsize=4096)
+def can_ever_fire(day: DaySpec, months: frozenset[int]) -> bool:
     """Whether some month of some year has a matching day.
 
     Over the 400-year Gregorian cycle every month starts on every weekday, February with both
     of its lengths, so trying each (month, length, first weekday) is exhaustive.
     """
-    matcher = day_matcher(resolved.day)
-    for month in resolved.months:
+    matcher = day_matcher(day)
+    for month in months:
         lengths = (28, 29) if month == 2 else (MONTH_LENGTHS[month],)
         for length in lengths:
             if any(matcher.month_mask(length, first) for first in range(7)):

@@ -61,7 +61,7 @@ NAMES = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DaySpec:
     """Which days a schedule fires on: the two day fields and the rule that joins them."""
 
@@ -75,7 +75,7 @@ class DaySpec:
     both_must_match: bool
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Resolved:
     """An expression with every hash term replaced by its values: plain data, no text."""
 

@@ -1,7 +1,8 @@
-"""Text to fields: the grammar of DESIGN.md §2, with errors that point at the fault.
+"""Text to a template: the grammar of DESIGN.md §2, with errors that point at the fault.
 
-Each field is a comma list of terms; each term resolves to values (hash terms through the seeding
-contract) and to the text that stands for it in the resolved expression.
+Each field is a comma list of terms. Plain terms become values at once; hash terms are kept as
+descriptions, so that the same text read for a hundred thousand keys is parsed once and only its
+hash draws are made per key (resolve.py).
 """
 
 from __future__ import annotations
@@ -11,8 +12,7 @@ from dataclasses import dataclass, field
 from typing import NoReturn
 
 from .errors import CronSyntaxError
-from .fields import FIVE_FIELDS, NAMES, SIX_FIELDS, DaySpec, Field, Resolved
-from .seeding import Key, pick
+from .fields import FIVE_FIELDS, NAMES, SIX_FIELDS, Field
 
 MAX_LENGTH = 1000
 ALLOWED = frozenset("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ*?,-/#()[]@ \t")
@@ -39,26 +39,77 @@ NTH_WEEKDAY = re.compile(r"(?P<a>[0-9A-Z]+)#(?P<k>[0-9]+)")
 FIELD_TEXT = re.compile(r"[^ \t]+")
 
 
-@dataclass(frozen=True)
-class Parsed:
-    """What the grammar hands to evaluation: the values, and how the expression was written."""
+@dataclass(frozen=True, slots=True)
+class HashTerm:
+    """A hash term as written: its value range, step (0: a single value) and place."""
 
-    resolved: Resolved
-    resolved_text: str
-    six_fields: bool
-    fixed_time: bool
+    text: str
+    start: int
+    low: int
+    high: int
+    step: int
+    occurrence: int
+
+
+@dataclass(frozen=True, slots=True)
+class FieldTemplate:
+    """One field: the values of its plain terms, its hash terms, and its text in parts."""
+
+    field: Field
+    written: str
+    plain_text: str
+    values: frozenset[int]
+    parts: tuple[str | HashTerm, ...]
+    hashes: tuple[HashTerm, ...]
+    last_day: bool
+    last_weekday: bool
+    nearest_weekdays: frozenset[int]
+    last_weekdays_of: frozenset[int]
+    nth_weekdays: frozenset[tuple[int, int]]
+
+
+@dataclass(frozen=True, slots=True)
+class Template:
+    """A parsed expression before its key is known."""
+
+    expression: str
+    fields: tuple[FieldTemplate, ...]
+    alias: str | None
+
+    def field(self, which: Field) -> FieldTemplate | None:
+        return next((f for f in self.fields if f.field is which), None)
+
+    @property
+    def first_hash(self) -> tuple[FieldTemplate, HashTerm] | None:
+        return next(((f, f.hashes[0]) for f in self.fields if f.hashes), None)
 
 
 @dataclass
 class _FieldValues:
     values: set[int] = field(default_factory=set)
-    texts: list[str] = field(default_factory=list)
+    parts: list[str | HashTerm] = field(default_factory=list)
+    hashes: list[HashTerm] = field(default_factory=list)
     last_day: bool = False
     last_weekday: bool = False
     nearest_weekdays: set[int] = field(default_factory=set)
     last_weekdays_of: set[int] = field(default_factory=set)
     nth_weekdays: set[tuple[int, int]] = field(default_factory=set)
-    hash_terms: int = 0
+
+    def freeze(self, field_: Field, written: str) -> FieldTemplate:
+        plain = "" if self.hashes else ",".join(p for p in self.parts if isinstance(p, str))
+        return FieldTemplate(
+            field_,
+            written,
+            plain,
+            frozenset(self.values),
+            tuple(self.parts),
+            tuple(self.hashes),
+            self.last_day,
+            self.last_weekday,
+            frozenset(self.nearest_weekdays),
+            frozenset(self.last_weekdays_of),
+            frozenset(self.nth_weekdays),
+        )
 
 
 class _Term:
@@ -79,7 +130,7 @@ class _Term:
         self.fail(message, match.start(group), match.end(group) - match.start(group))
 
 
-def parse_text(expression: str, key: Key | None, day_and: bool) -> Parsed:
+def parse_template(expression: str) -> Template:
     """Parse a whole expression or alias; raises CronSyntaxError for anything else."""
     if len(expression) > MAX_LENGTH:
         raise CronSyntaxError(
@@ -106,8 +157,8 @@ def parse_text(expression: str, key: Key | None, day_and: bool) -> Parsed:
             expression,
         )
     if stripped.startswith("@"):
-        return _parse_alias(expression, stripped, key, day_and)
-    return _parse_fields(expression, key, day_and)
+        return _parse_alias(expression, stripped)
+    return _parse_fields(expression)
 
 
 def _field_at(expression: str, position: int) -> Field | None:
@@ -121,7 +172,7 @@ def _field_at(expression: str, position: int) -> Field | None:
     )
 
 
-def _parse_alias(expression: str, alias: str, key: Key | None, day_and: bool) -> Parsed:
+def _parse_alias(expression: str, alias: str) -> Template:
     start = expression.index(alias)
     expansion = ALIASES.get(alias.lower())
     if expansion is None:
@@ -131,19 +182,10 @@ def _parse_alias(expression: str, alias: str, key: Key | None, day_and: bool) ->
             start,
             start + len(alias),
         )
-    if key is None:
-        raise CronSyntaxError(_missing_key_message(f"alias {alias}"), expression, start)
-    return _parse_fields(expansion, key, day_and)
+    return Template(expression, _parse_fields(expansion).fields, alias)
 
 
-def _missing_key_message(what: str) -> str:
-    return (
-        f"{what} needs a key to hash: pass key=... (for example the job's name), or run the "
-        "entry under celery_hashbeat.Scheduler, which keys it by its beat_schedule name"
-    )
-
-
-def _parse_fields(expression: str, key: Key | None, day_and: bool) -> Parsed:
+def _parse_fields(expression: str) -> Template:
     tokens = list(FIELD_TEXT.finditer(expression))
     if len(tokens) not in (5, 6):
         extra = tokens[6:] if len(tokens) > 6 else []
@@ -156,51 +198,26 @@ def _parse_fields(expression: str, key: Key | None, day_and: bool) -> Parsed:
             end,
         )
     layout = SIX_FIELDS if len(tokens) == 6 else FIVE_FIELDS
-    parsed = {
-        f: _parse_field(expression, f, m.start(), m.group(), key)
+    fields = tuple(
+        _parse_field(expression, f, m.start(), m.group()).freeze(f, m.group())
         for f, m in zip(layout, tokens, strict=True)
-    }
-    texts = {f: m.group() for f, m in zip(layout, tokens, strict=True)}
-    dom, dow = parsed[Field.DAY_OF_MONTH], parsed[Field.DAY_OF_WEEK]
-    unrestricted = [texts[f][0] in "*?" for f in (Field.DAY_OF_MONTH, Field.DAY_OF_WEEK)]
-    day = DaySpec(
-        days=frozenset(dom.values),
-        last_day=dom.last_day,
-        last_weekday=dom.last_weekday,
-        nearest_weekdays=frozenset(dom.nearest_weekdays),
-        weekdays=frozenset(v % 7 for v in dow.values),
-        last_weekdays_of=frozenset(dow.last_weekdays_of),
-        nth_weekdays=frozenset(dow.nth_weekdays),
-        both_must_match=day_and or any(unrestricted),
     )
-    seconds = parsed[Field.SECOND].values if Field.SECOND in parsed else {0}
-    resolved = Resolved(
-        seconds=frozenset(seconds),
-        minutes=frozenset(parsed[Field.MINUTE].values),
-        hours=frozenset(parsed[Field.HOUR].values),
-        months=frozenset(parsed[Field.MONTH].values),
-        day=day,
-    )
-    fixed_time = len(layout) == 5 and all(texts[f][0] != "*" for f in (Field.MINUTE, Field.HOUR))
-    resolved_text = " ".join(",".join(parsed[f].texts) for f in layout)
-    return Parsed(resolved, resolved_text, len(layout) == 6, fixed_time)
+    return Template(expression, fields, None)
 
 
-def _parse_field(
-    expression: str, field_: Field, start: int, text: str, key: Key | None
-) -> _FieldValues:
+def _parse_field(expression: str, field_: Field, start: int, text: str) -> _FieldValues:
     result = _FieldValues()
     offset = 0
     for part in text.split(","):
         term = _Term(expression, field_, start + offset, part)
         if not part:
             term.fail(f"empty term in the {field_.label} list: remove the extra comma", 0, 1)
-        _parse_term(term, result, key)
+        _parse_term(term, result)
         offset += len(part) + 1
     return result
 
 
-def _parse_term(term: _Term, into: _FieldValues, key: Key | None) -> None:
+def _parse_term(term: _Term, into: _FieldValues) -> None:
     text, field_ = term.text, term.field
     if match := STAR.fullmatch(text):
         if text[0] == "?" and field_ not in (Field.DAY_OF_MONTH, Field.DAY_OF_WEEK):
@@ -213,23 +230,23 @@ def _parse_term(term: _Term, into: _FieldValues, key: Key | None) -> None:
         step = _step(term, match, field_.size) if match["step"] else 1
         _add_range(into, field_.low, field_.high, step, term.text)
     elif match := HASH.fullmatch(text):
-        _add_hash(term, match, into, key)
+        _add_hash(term, match, into)
     elif field_ is Field.DAY_OF_MONTH and text in ("L", "LW"):
         into.last_day |= text == "L"
         into.last_weekday |= text == "LW"
-        into.texts.append(text)
+        into.parts.append(text)
     elif field_ is Field.DAY_OF_MONTH and (match := NEAREST_WEEKDAY.fullmatch(text)):
         into.nearest_weekdays.add(_value(term, match, "a"))
-        into.texts.append(text)
+        into.parts.append(text)
     elif field_ is Field.DAY_OF_WEEK and (match := LAST_WEEKDAY_OF.fullmatch(text)):
         into.last_weekdays_of.add(_value(term, match, "a") % 7)
-        into.texts.append(text)
+        into.parts.append(text)
     elif field_ is Field.DAY_OF_WEEK and (match := NTH_WEEKDAY.fullmatch(text)):
         weekday, nth = _value(term, match, "a") % 7, int(match["k"])
         if not 1 <= nth <= 5:
             term.group_fail(match, "k", f"day-of-week occurrence #{match['k']} is out of range 1-5")
         into.nth_weekdays.add((weekday, nth))
-        into.texts.append(text)
+        into.parts.append(text)
     elif match := RANGE.fullmatch(text):
         low = _value(term, match, "a")
         high = _value(term, match, "b") if match["b"] else (field_.high if match["step"] else low)
@@ -257,10 +274,10 @@ def _unknown_term_message(field_: Field, text: str) -> str:
 
 def _add_range(into: _FieldValues, low: int, high: int, step: int, text: str) -> None:
     into.values.update(range(low, high + 1, step))
-    into.texts.append(text)
+    into.parts.append(text)
 
 
-def _add_hash(term: _Term, match: re.Match[str], into: _FieldValues, key: Key | None) -> None:
+def _add_hash(term: _Term, match: re.Match[str], into: _FieldValues) -> None:
     field_ = term.field
     bounded = match["a"] is not None or match["c"] is not None
     if bounded:
@@ -270,20 +287,9 @@ def _add_hash(term: _Term, match: re.Match[str], into: _FieldValues, key: Key | 
     else:
         low, high = field_.low, field_.hash_high
     step = _step(term, match, high - low + 1) if match["step"] else 0
-    if key is None:
-        term.fail(_missing_key_message(f"the hash term {term.text!r} in the {field_.label} field"))
-    occurrence = into.hash_terms
-    into.hash_terms += 1
-    if step:
-        first = pick(key, field_.seed_name, occurrence, low, step)
-        values = list(range(first, high + 1, step))
-    else:
-        values = [pick(key, field_.seed_name, occurrence, low, high - low + 1)]
-    into.values.update(values)
-    if len(values) <= 6:
-        into.texts.append(",".join(map(str, values)))
-    else:
-        into.texts.append(f"{values[0]}-{values[-1]}/{step}")
+    hashed = HashTerm(term.text, term.start, low, high, step, len(into.hashes))
+    into.hashes.append(hashed)
+    into.parts.append(hashed)
 
 
 def _value(term: _Term, match: re.Match[str], group: str) -> int:
