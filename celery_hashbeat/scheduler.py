@@ -8,6 +8,7 @@ and publishes only what it claimed (DESIGN.md §5), with a task id derived from 
 
 from __future__ import annotations
 
+import gc
 import time
 import uuid
 from heapq import heapify, heappop, heappush
@@ -94,6 +95,9 @@ class Scheduler(beat.Scheduler):
         """Load (or reload) beat_schedule and Celery's default entries, then open the store."""
         self.merge_inplace(self.app.conf.beat_schedule)
         self.install_default_entries(self.entries)
+        # The schedule lives as long as the process: keeping it out of the cyclic collector's
+        # full passes spares the beat pauses of tens of milliseconds at 100,000 entries.
+        gc.freeze()
         if self._store is None:
             self._open_store()
 
@@ -254,14 +258,25 @@ class Scheduler(beat.Scheduler):
         except Exception as exc:
             self._lease.failed(exc, time.monotonic())
             return
-        for entry in batch:
-            slot = wanted[entry.name]
-            if entry.name in claimed and not self._publish(entry, slot):
-                self._give_back(store, entry, slot, claimed[entry.name])
-                heappush(queue, (now + PUBLISH_RETRY_MS, entry.order, entry))
-                continue
-            self._plan(entry, now, entry.advance, slot, now)
-            heappush(queue, self._item(entry, now))
+        started = 0
+        try:
+            for entry in batch:
+                started += 1
+                slot = wanted[entry.name]
+                if entry.name in claimed and not self._publish(entry, slot):
+                    self._give_back(store, entry, slot, claimed[entry.name])
+                    heappush(queue, (now + PUBLISH_RETRY_MS, entry.order, entry))
+                    continue
+                self._plan(entry, now, entry.advance, slot, now)
+                heappush(queue, self._item(entry, now))
+        except BaseException:
+            # Celery's SIGTERM handler raises SystemExit mid-tick: claims not yet being sent are
+            # given back so the next leader sends them. The one in flight may have gone out, so
+            # it is kept (at most once beats exactly once).
+            for entry in batch[started:]:
+                if entry.name in claimed:
+                    self._give_back(store, entry, wanted[entry.name], claimed[entry.name])
+            raise
         if len(claimed) < len(batch):
             self._lease.due = 0.0
             self._maintain()
