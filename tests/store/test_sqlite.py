@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import pwd
 import sqlite3
+import tempfile
 import time
 from pathlib import Path
 
@@ -72,21 +74,59 @@ def test_a_corrupt_file_is_a_config_error_naming_it(tmp_path: Path) -> None:
     assert str(path) in str(raised.value)
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root may write to any file")
+def open_as_nobody(url: str) -> str:
+    """Open the store in a forked child that has dropped root for ``nobody`` (root may write any
+    file), and return what it raised: the check runs for real under CI's root user too."""
+    nobody = pwd.getpwnam("nobody")
+    reader, writer = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - runs in the child
+        os.close(reader)
+        message = "opened"
+        try:
+            os.setgid(nobody.pw_gid)
+            os.setuid(nobody.pw_uid)
+            open_store(url).close()
+        except StoreConfigError as exc:
+            message = f"StoreConfigError: {exc}"
+        except BaseException as exc:
+            message = f"{type(exc).__name__}: {exc}"
+        os.write(writer, message.encode())
+        os._exit(0)
+    os.close(writer)
+    with os.fdopen(reader, "rb") as pipe:
+        message = pipe.read().decode()
+    os.waitpid(child, 0)
+    return message
+
+
 @pytest.mark.parametrize("directory_writable", [True, False])
 def test_an_unwritable_file_is_a_config_error_naming_it(
     tmp_path: Path, directory_writable: bool
 ) -> None:
     path = tmp_path / "beat.sqlite"
     open_store(f"sqlite:///{path}").close()
-    path.chmod(0o400)
-    tmp_path.chmod(0o700 if directory_writable else 0o500)
-    try:
-        with pytest.raises(StoreConfigError, match="readonly") as raised:
+    if os.geteuid() == 0:
+        tmp_path.chmod(0o777 if directory_writable else 0o755)
+        path.chmod(0o644)
+        # nobody must be able to reach the folder through pytest's private parents.
+        for parent in tmp_path.parents:
+            if str(parent).startswith(tempfile.gettempdir() + os.sep):
+                parent.chmod(parent.stat().st_mode | 0o011)
+        message = open_as_nobody(f"sqlite:///{path}")
+    else:
+        path.chmod(0o400)
+        tmp_path.chmod(0o700 if directory_writable else 0o500)
+        try:
             open_store(f"sqlite:///{path}")
-        assert str(path) in str(raised.value)
-    finally:
-        tmp_path.chmod(0o700)
+            message = "opened"
+        except StoreConfigError as exc:
+            message = f"StoreConfigError: {exc}"
+        finally:
+            tmp_path.chmod(0o700)
+    assert message.startswith("StoreConfigError"), message
+    assert "readonly" in message
+    assert str(path) in message
 
 
 def test_a_locked_file_is_unavailable_within_the_timeout_and_reads_go_on(tmp_path: Path) -> None:
