@@ -30,6 +30,8 @@ else:
         broker_transport_options={
             "data_folder_in": str(queue),
             "data_folder_out": str(queue),
+            # Fanout exchanges (remote control, beat's pidbox) live here, not in the cwd.
+            "control_folder": str(data / "control"),
             "store_processed": False,
             "polling_interval": 0.2,
         },
