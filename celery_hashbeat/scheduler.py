@@ -23,6 +23,7 @@ from celery_hashbeat.entries import Entry, EntryError, SharedSlots, build_entry
 from celery_hashbeat.lease import Lease, new_token
 from celery_hashbeat.settings import Settings
 from celery_hashbeat.slots import to_datetime
+from celery_hashbeat.stopping import stop_signals_held
 from celery_hashbeat.store import open_store
 from celery_hashbeat.store.base import StoreConfigError
 
@@ -253,13 +254,15 @@ class Scheduler(beat.Scheduler):
             return
         store = self._store
         assert store is not None
-        try:
-            claimed = store.claim(self.token, wanted)
-        except Exception as exc:
-            self._lease.failed(exc, time.monotonic())
-            return
+        claimed: dict[str, int | None] = {}
         started = 0
         try:
+            try:
+                with stop_signals_held():
+                    claimed = store.claim(self.token, wanted)
+            except Exception as exc:
+                self._lease.failed(exc, time.monotonic())
+                return
             for entry in batch:
                 started += 1
                 slot = wanted[entry.name]
@@ -270,12 +273,12 @@ class Scheduler(beat.Scheduler):
                 self._plan(entry, now, entry.advance, slot, now)
                 heappush(queue, self._item(entry, now))
         except BaseException:
-            # Celery's SIGTERM handler raises SystemExit mid-tick: claims not yet being sent are
-            # given back so the next leader sends them. The one in flight may have gone out, so
-            # it is kept (at most once beats exactly once).
-            for entry in batch[started:]:
-                if entry.name in claimed:
-                    self._give_back(store, entry, wanted[entry.name], claimed[entry.name])
+            # A stop (SystemExit from Celery's SIGTERM handler) lands between publishes: the
+            # claims whose message did not go out are given back for the next leader to send.
+            for entry in batch[max(started - 1, 0) :]:
+                slot = wanted[entry.name]
+                if entry.name in claimed and entry.last_slot != slot:
+                    self._give_back(store, entry, slot, claimed[entry.name])
             raise
         if len(claimed) < len(batch):
             self._lease.due = 0.0
@@ -293,7 +296,9 @@ class Scheduler(beat.Scheduler):
         when = slot_iso(slot)
         logger.info("Scheduler: Sending due task %s (%s) slot %s", entry.name, entry.task, when)
         try:
-            self.send(entry, slot_task_id(entry.name, slot), when)
+            with stop_signals_held():
+                self.send(entry, slot_task_id(entry.name, slot), when)
+                entry.last_slot = slot
         except Exception as exc:
             logger.error(
                 "Message Error: could not send %s for slot %s (%s); retrying",
@@ -303,7 +308,6 @@ class Scheduler(beat.Scheduler):
                 exc_info=True,
             )
             return False
-        entry.last_slot = slot
         entry.total_run_count += 1
         return True
 
