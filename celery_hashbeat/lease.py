@@ -127,7 +127,7 @@ class Lease:
                     stepped_down,
                 )
             elif isinstance(exc, StoreError):
-                logger.info(
+                logger.warning(
                     "beat: the store is unreachable (%s): %senqueueing nothing until it answers",
                     exc,
                     stepped_down,

@@ -95,7 +95,7 @@ def status(
         if beats:
             rows = [[b.token, b.role, relative(b.last_seen_ms, now)] for b in beats]
             click.echo(table(["TOKEN", "ROLE", "LAST SEEN"], rows, indent="  "))
-        click.echo(f"enqueued  last slots of {len(slots)} entries")
+        click.echo(f"enqueued  last slots of {len(slots)} entr{'y' if len(slots) == 1 else 'ies'}")
         if slots and limit:
             rows = [[name, stamp(slot), relative(slot, now)] for name, slot in slots[:limit]]
             click.echo(table(["ENTRY", "LAST SLOT", ""], rows, indent="  "))

@@ -53,7 +53,7 @@ def describe(resolved: Resolved, six_fields: bool) -> str:
     parts = [time]
     if days:
         parts.append(days)
-    elif time.startswith("At ") and months.kind == "all":
+    elif time.startswith("At ") and months.kind == "all" and not time.endswith("every hour"):
         parts[0] += " every day"
     if months.kind != "all":
         parts.append("in " + _month_words(months))

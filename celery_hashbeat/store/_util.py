@@ -88,6 +88,9 @@ class Options:
             return words[value.lower()]
         raise self.error(name, f"true or false, not {value!r}")
 
+    def raw(self, name: str) -> object:
+        return self._values.get(name)
+
     def text(self, name: str) -> str | None:
         value = self._values.get(name)
         if value is None or (isinstance(value, str) and value):

@@ -341,16 +341,26 @@ def _tls(opts: Options, tls: bool) -> dict[str, Any]:
         if given:
             raise config_error(opts.url, f"{', '.join(given)} need TLS", "use rediss://")
         return {}
-    reqs = (opts.text("ssl_cert_reqs") or "required").lower()
-    if reqs not in CERT_REQS:
-        raise opts.error("ssl_cert_reqs", "required, optional or none (or CERT_REQUIRED, ...)")
+    reqs = _cert_reqs(opts)
     files = {name: opts.text(name) for name in ("ssl_ca_certs", "ssl_certfile", "ssl_keyfile")}
     for name, path in files.items():
         if path is not None and not Path(path).is_file():
             raise config_error(opts.url, f"{name} {path!r} is not a file", f"fix {name}")
     return {
         "ssl": True,
-        "ssl_cert_reqs": CERT_REQS[reqs],
-        "ssl_check_hostname": opts.flag("ssl_check_hostname", CERT_REQS[reqs] != ssl.CERT_NONE),
+        "ssl_cert_reqs": reqs,
+        "ssl_check_hostname": opts.flag("ssl_check_hostname", reqs != ssl.CERT_NONE),
         **files,
     }
+
+
+def _cert_reqs(opts: Options) -> ssl.VerifyMode:
+    """``ssl_cert_reqs`` as text (``required``, ``CERT_REQUIRED``...) or as Python's own
+    ``ssl.CERT_*`` constant, the spelling Celery's documentation uses."""
+    raw = opts.raw("ssl_cert_reqs")
+    if isinstance(raw, ssl.VerifyMode):
+        return raw
+    reqs = (opts.text("ssl_cert_reqs") or "required").lower()
+    if reqs not in CERT_REQS:
+        raise opts.error("ssl_cert_reqs", "required, optional or none (or ssl.CERT_REQUIRED, ...)")
+    return CERT_REQS[reqs]
