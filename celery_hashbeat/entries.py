@@ -177,9 +177,10 @@ class Entry(ScheduleEntry):
         window is never enqueued: either may move the entry on."""
         slot = self.slot
         assert slot is not None
-        if self.pending is None and self.catch_up != "all" and self.source.next_after(slot) <= now:
+        if self.pending is None and self.source.next_after(slot) <= now:
             kept = self._missed(slot - 1, now)
-            self.slot = slot = kept[-1] if kept else self.source.next_after(now)
+            self.slot = slot = kept[0] if kept else self.source.next_after(now)
+            self.pending = kept[:0:-1] or None
         if self.window is not None and slot < now - self.window:
             self.advance(slot, now)
         return self.slot is not None and self.slot <= now

@@ -147,6 +147,34 @@ def test_catch_up_modes_after_a_takeover(
     ) | {"seconds": 60}
 
 
+def test_a_leader_living_through_a_clock_jump_applies_the_catch_up_policy(
+    app: Celery, broker: Broker, clock: Clock, schedulers: Make
+) -> None:
+    """Wall time leaps forward while one beat stays leader (a VM resumed, NTP stepping): the
+    overdue slots go through the same policy as after a takeover, and "all" stays capped."""
+    every_second = hashcron("* * * * * *")
+    app.conf.beat_schedule = {
+        name: {"task": "t", "schedule": every_second, "catch_up": name}
+        for name in ("latest", "all", "skip")
+    }
+    beat = schedulers(clock)
+    ticks(beat)
+    clock.advance(2)
+    drain(beat)
+    assert beat.is_leader
+    broker.new()
+
+    clock.advance(300)  # 300 slots pass without a tick
+    drain(beat)
+    fired: dict[str, list[str]] = {}
+    for headers in broker.new():
+        fired.setdefault(headers["hashbeat_entry"], []).append(headers["hashbeat_slot"])
+    now = START + 302_000
+    assert fired["latest"] == [iso(now)]
+    assert fired["all"] == [iso(now - k * 1000) for k in range(99, -1, -1)]
+    assert "skip" not in fired
+
+
 def test_two_beats_never_both_publish_a_slot(
     app: Celery, broker: Broker, clock: Clock, schedulers: Make
 ) -> None:
