@@ -13,7 +13,6 @@ from datetime import datetime, tzinfo
 
 from .describe import describe
 from .errors import CronSyntaxError, NoFireTimeError
-from .fields import Resolved
 from .resolve import Parsed, resolver_for
 from .seeding import Key
 from .timing import timing_for
@@ -52,10 +51,6 @@ class CronExpr:
         self._timing = timing_for(parsed.wall, zone_for(tz), parsed.fixed_time)
 
     @property
-    def resolved(self) -> Resolved:
-        return self._parsed.resolved
-
-    @property
     def has_seconds(self) -> bool:
         """Whether the expression has a seconds field (its slots may be a second apart)."""
         return self._parsed.six_fields
@@ -76,23 +71,11 @@ class CronExpr:
 
     def next(self, after: datetime) -> datetime:
         """The first fire strictly after ``after``; naive datetimes are read in this zone."""
-        if after.tzinfo is None:
-            after = after.replace(tzinfo=self.tz)
-        try:
-            instant = self._timing.next_at_or_after(math.floor(after.timestamp()) + 1)
-            return datetime.fromtimestamp(instant, self.tz)
-        except (OverflowError, ValueError) as exc:
-            raise NoFireTimeError("no fire time before the end of the calendar") from exc
+        return self._datetime(self.next_timestamp(self._instant(after)))
 
     def prev(self, before: datetime) -> datetime:
         """The last fire strictly before ``before``; naive datetimes are read in this zone."""
-        if before.tzinfo is None:
-            before = before.replace(tzinfo=self.tz)
-        try:
-            instant = self._timing.prev_at_or_before(math.ceil(before.timestamp()) - 1)
-            return datetime.fromtimestamp(instant, self.tz)
-        except (OverflowError, ValueError) as exc:
-            raise NoFireTimeError("no fire time after the start of the calendar") from exc
+        return self._datetime(self.prev_timestamp(self._instant(before)))
 
     def iter(self, after: datetime) -> Iterator[datetime]:
         """Fires after ``after``, in order, until the calendar ends."""

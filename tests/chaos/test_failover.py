@@ -134,9 +134,14 @@ def test_redis_restart_and_pause(cluster: MakeCluster, private_redis: RedisProce
     up = chaos.note("redis-server SIGCONT")
     assert chaos.enqueued_after(up, timeout=30) is not None, "no enqueue after Redis woke up"
 
+    finish_after_outage(chaos, "a store outage")
+
+
+def finish_after_outage(chaos: Cluster, outage: str) -> None:
+    """Every beat lived through the outage, and the record is clean once they settle."""
     chaos.steady()
     time.sleep(2)
-    assert all(beat.alive for beat in chaos.beats), "a beat exited over a store outage"
+    assert all(beat.alive for beat in chaos.beats), f"a beat exited over {outage}"
     assert_clean_finish(chaos)
 
 
@@ -162,10 +167,7 @@ def test_sqlite_store_locked(
     free = chaos.note("store lock released")
     assert chaos.enqueued_after(free, timeout=30) is not None, "no enqueue after the lock was freed"
 
-    chaos.steady()
-    time.sleep(2)
-    assert all(beat.alive for beat in chaos.beats), "a beat exited over a locked store"
-    assert_clean_finish(chaos)
+    finish_after_outage(chaos, "a locked store")
 
 
 def test_sigterm_during_a_burst_loses_nothing(
