@@ -1,0 +1,113 @@
+"""Publishing one tick's claimed slots, with an exact account of what went out.
+
+The slots go out one message at a time on a helper thread while the scheduler's main thread
+waits, so that the main thread can renew the lease inside a long batch, answer a stop, and leave a
+hung broker behind. Each slot ends in exactly one state:
+
+- ``SENT``: the broker took the message;
+- ``DROPPED``: the message can never be sent (it cannot be serialised, names an unknown queue...);
+- ``FAILED``: the broker could not be reached: the claim is to be given back and retried;
+- ``UNSENT``: never started, because the batch was cut short: the claim is to be given back;
+- ``UNKNOWN``: still under way when the batch was cut short: it may have gone out or not, so its
+  claim is kept (at most once).
+
+After the first ``FAILED`` slot the batch stops: a broker that is down would fail every message
+the same way, each after its own retries.
+"""
+
+from __future__ import annotations
+
+import enum
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Generic, NamedTuple, TypeVar
+
+from kombu.exceptions import OperationalError
+
+E = TypeVar("E")
+
+
+class Outcome(enum.Enum):
+    SENT = "sent"
+    DROPPED = "dropped"
+    FAILED = "failed"
+    UNSENT = "unsent"
+    UNKNOWN = "unknown"
+
+
+class Settled(NamedTuple, Generic[E]):
+    """One slot of a batch, as it ended."""
+
+    entry: E
+    slot: int
+    outcome: Outcome
+    error: BaseException | None
+
+
+#: Errors that mean "the broker is not reachable now", whatever the transport; anything else a
+#: publish raises is a property of the message and would fail the same way every time.
+TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (OperationalError, OSError, TimeoutError)
+
+
+class Batch(Generic[E]):
+    """The publish of one tick's claimed slots; ``run`` on a helper thread, the rest anywhere."""
+
+    def __init__(
+        self,
+        slots: Sequence[tuple[E, int]],
+        send: Callable[[E, int], object],
+        transient: tuple[type[BaseException], ...] = TRANSIENT_ERRORS,
+    ) -> None:
+        self.slots = slots
+        self._send = send
+        self._transient = transient
+        self._lock = threading.Lock()
+        self._cancelled = False
+        self._started = 0
+        self._in_flight_since: float | None = None
+        self.outcomes: list[Outcome | None] = [None] * len(slots)
+        self.errors: list[BaseException | None] = [None] * len(slots)
+
+    def run(self) -> None:
+        for index, (entry, slot) in enumerate(self.slots):
+            with self._lock:
+                if self._cancelled:
+                    return
+                self._started = index + 1
+                self._in_flight_since = time.monotonic()
+            outcome = Outcome.SENT
+            try:
+                self._send(entry, slot)
+            except Exception as exc:
+                self.errors[index] = exc
+                outcome = Outcome.FAILED if isinstance(exc, self._transient) else Outcome.DROPPED
+            with self._lock:
+                self.outcomes[index] = outcome
+                self._in_flight_since = None
+            if outcome is Outcome.FAILED:
+                return
+
+    def cancel(self) -> None:
+        """Start no further message; the one under way (if any) is left to finish."""
+        with self._lock:
+            self._cancelled = True
+
+    def in_flight_for(self) -> float:
+        """How long the message under way has been waiting for the broker (0 if none)."""
+        since = self._in_flight_since
+        return 0.0 if since is None else time.monotonic() - since
+
+    def settle(self) -> list[Settled[E]]:
+        """Every slot with its outcome, once the batch has ended or been cancelled."""
+        self.cancel()
+        with self._lock:
+            started = self._started
+            outcomes = list(self.outcomes)
+        settled = []
+        for index, (entry, slot) in enumerate(self.slots):
+            outcome = outcomes[index]
+            if outcome is None:
+                outcome = Outcome.UNKNOWN if index < started else Outcome.UNSENT
+            settled.append(Settled(entry, slot, outcome, self.errors[index]))
+        return settled
