@@ -1,16 +1,30 @@
 """The coordination protocol every store implements (DESIGN.md §5).
 
-The store holds everything the beats share: the leader lease, the last slot enqueued per entry
-(the fence), and a heartbeat per beat. It knows nothing of Celery or of the scheduler: it deals in
-tokens, entry names and slots (UTC epoch milliseconds). Each method that changes more than one
-thing does it atomically (one Lua script in Redis, one ``BEGIN IMMEDIATE`` in SQLite).
+The store holds everything the beats share: the leader lease, the last slot claimed per entry
+(the fence, which also says who claimed it and for which schedule), and a heartbeat per beat. It
+knows nothing of Celery or of the scheduler: it deals in tokens, entry names, slots (UTC epoch
+milliseconds) and schedule fingerprints (short opaque text). Each method that changes shared state
+checks the caller's lease and does it atomically (one Lua script in Redis, one ``BEGIN IMMEDIATE``
+in SQLite). A stored value that does not parse is logged once and treated as absent.
+
+A fence is stored as ``<slot>|<token>|<previous>|<fingerprint>``:
+
+- ``token`` is the beat that claimed ``slot``; empty for an *anchor* (an instant recorded when a
+  leader first saw the entry, so its slots are counted from there; nothing was sent), and ``-``
+  for a claim whose claimer is unknown (a claim restored by a give-back);
+- ``previous`` is what a give-back restores: empty (nothing), ``<slot>`` (a claimed slot) or
+  ``a<ms>`` (an anchor);
+- a bare ``<slot>`` (the format of release 0.1) reads as a claim by an unknown beat.
 """
 
 from __future__ import annotations
 
 import abc
+import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+
+logger = logging.getLogger("celery_hashbeat.store")
 
 
 class StoreError(Exception):
@@ -38,18 +52,73 @@ class LeaseInfo:
 
 
 @dataclass(frozen=True)
+class Fence:
+    """What the store knows of one entry: the last slot claimed, or the anchor it counts from."""
+
+    slot: int
+    #: The beat that claimed ``slot``; "" for an anchor, "-" when unknown.
+    token: str
+    #: The schedule the slot belongs to, as the scheduler fingerprints it; None if not recorded.
+    fingerprint: str | None
+
+    @property
+    def anchor(self) -> bool:
+        """True when nothing was sent: ``slot`` only marks where the entry's slots start."""
+        return self.token == ""
+
+
+@dataclass(frozen=True)
 class BeatInfo:
     """A beat process seen recently, as its last heartbeat described it."""
 
     token: str
     last_seen_ms: int
     role: str
+    #: A digest of the schedule this beat runs ("" if it did not say), so that beats of different
+    #: apps sharing one prefix can notice each other.
+    schedule_digest: str = ""
+
+
+def parse_fence(value: str) -> Fence | None:
+    """A stored fence value (see the module's docstring), or None if it does not parse."""
+    if _digits(value):
+        return Fence(int(value), "-", None)
+    fields = value.split("|", 3)
+    if len(fields) != 4 or not _digits(fields[0]):
+        return None
+    slot, token, _, fingerprint = fields
+    return Fence(int(slot), token, fingerprint or None)
+
+
+def _digits(text: str) -> bool:
+    return text.isascii() and text.isdigit()
 
 
 class Store(abc.ABC):
     """One protocol, two implementations: Redis for HA, SQLite for one host."""
 
     url: str  # the store's URL with any password masked: safe to log
+
+    def _parse_fences(self, stored: Iterable[tuple[str, str]]) -> dict[str, Fence]:
+        """Parse stored fence values; one that does not parse is logged once and left out (the
+        next claim or anchor of its entry overwrites it)."""
+        fences: dict[str, Fence] = {}
+        for entry, value in stored:
+            fence = parse_fence(value)
+            if fence is not None:
+                fences[entry] = fence
+                continue
+            warned: set[tuple[str, str]] = self.__dict__.setdefault("_unreadable", set())
+            if (entry, value) not in warned:
+                warned.add((entry, value))
+                logger.warning(
+                    "store %s: the fence of entry %r is %r, which is not a fence; skipping it "
+                    "(the entry is treated as never sent, and its next claim overwrites it)",
+                    self.url,
+                    entry,
+                    value,
+                )
+        return fences
 
     @abc.abstractmethod
     def acquire(self, token: str, ttl_ms: int) -> bool:
@@ -71,31 +140,50 @@ class Store(abc.ABC):
         """The current lease holder, or None when the lease is free."""
 
     @abc.abstractmethod
-    def claim(self, token: str, slots: Mapping[str, int]) -> dict[str, int | None]:
-        """Fence a tick's due slots in one atomic step.
+    def claim(self, token: str, slots: Mapping[str, tuple[int, str]]) -> set[str]:
+        """Fence a tick's due slots in one atomic step; ``slots`` maps entry -> (slot, fingerprint).
 
-        For each (entry, slot): claimed only if ``token`` holds the lease and ``slot`` is later
-        than the entry's stored slot; then the stored slot becomes ``slot``. Returns the claimed
-        entries, each mapped to the slot it replaced (None if it had none), so that a failed
-        publish can give the claim back. Nothing is claimed when the lease is not held.
+        Nothing is claimed unless ``token`` holds the lease. Then each entry is claimed when its
+        slot is later than the stored fence (or no fence parses), and also when the stored fence
+        is this very slot claimed by this very token: a caller whose earlier reply was lost
+        recognises its own claim. A claim stores ``slot|token|previous|fingerprint``. Returns the
+        claimed entries.
         """
 
     @abc.abstractmethod
-    def unclaim(self, token: str, entry: str, slot: int, previous: int | None) -> bool:
-        """Give back a claim whose publish failed: restore ``previous`` if the stored slot is
-        still ``slot`` and ``token`` still holds the lease."""
+    def unclaim(self, token: str, slots: Mapping[str, int]) -> set[str]:
+        """Give back claims whose publish failed, in one atomic step; ``slots`` maps entry ->
+        slot. Each fence that is still exactly that slot claimed by ``token`` is restored to its
+        ``previous`` (or removed), provided ``token`` still holds the lease. Returns the entries
+        given back."""
 
     @abc.abstractmethod
+    def anchor(self, token: str, anchors: Mapping[str, tuple[int, str]]) -> dict[str, Fence]:
+        """Record where entries' slots start; ``anchors`` maps entry -> (instant, fingerprint).
+
+        Under the lease, an entry whose fence is missing, does not parse, or carries another
+        (non-None) fingerprint gets the anchor ``instant||previous|fingerprint``; any other fence
+        is kept. Returns the fence of every given entry after the call (empty without the lease).
+        """
+
+    @abc.abstractmethod
+    def fences(self, entries: Iterable[str] | None = None) -> dict[str, Fence]:
+        """The fences of ``entries`` (all when None); values that do not parse are skipped."""
+
     def last_slots(self, entries: Iterable[str] | None = None) -> dict[str, int]:
-        """The last slot enqueued per entry (all entries when ``entries`` is None)."""
+        """The last slot claimed per entry; anchors (nothing sent) are left out."""
+        fences = self.fences(entries)
+        return {name: fence.slot for name, fence in fences.items() if not fence.anchor}
 
     @abc.abstractmethod
-    def forget(self, entries: Iterable[str]) -> None:
-        """Drop the fence of entries removed from the schedule."""
+    def forget(self, token: str, entries: Iterable[str]) -> bool:
+        """Drop the fences of entries removed from the schedule, only while ``token`` holds the
+        lease (a deposed leader must not delete a live leader's fences). True if it did."""
 
     @abc.abstractmethod
-    def heartbeat(self, token: str, role: str, ttl_ms: int) -> None:
-        """Record that beat ``token`` is alive in ``role``; it is forgotten after ``ttl_ms``."""
+    def heartbeat(self, token: str, role: str, ttl_ms: int, schedule_digest: str = "") -> None:
+        """Record that beat ``token`` is alive in ``role`` running the schedule
+        ``schedule_digest``; it is forgotten after ``ttl_ms``."""
 
     @abc.abstractmethod
     def beats(self) -> list[BeatInfo]:

@@ -4,12 +4,15 @@ All keys share the hash tag ``{<prefix>}`` so that one Redis Cluster slot holds 
 may touch them together:
 
 - ``{p}:leader``: the leader's token, with the lease TTL as the key's expiry;
-- ``{p}:fired``: a hash, entry name -> last slot claimed (epoch ms, decimal);
-- ``{p}:beats``: a hash, beat token -> ``role|last_seen_ms|expires_ms`` in the server's clock.
+- ``{p}:fired``: a hash, entry name -> its fence (``slot|token|previous|fingerprint``, see
+  store/base.py);
+- ``{p}:beats``: a hash, beat token -> ``role|last_seen_ms|expires_ms|d<schedule digest>`` in the
+  server's clock.
 """
 
 from __future__ import annotations
 
+import re
 import ssl
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -25,6 +28,7 @@ from redis.sentinel import Sentinel
 from ._util import DEFAULT_TIMEOUT_S, Options, check_prefix, check_ttl, config_error, mask_url
 from .base import (
     BeatInfo,
+    Fence,
     LeaseInfo,
     Store,
     StoreAuthError,
@@ -40,59 +44,128 @@ end
 return 0
 """
 
-# Deletes the lease only while the caller's token holds it, so a late release spares a successor.
+# Deletes the lease and the caller's heartbeat only while the caller's token holds the lease, so a
+# late release spares a successor and a stopped beat is not listed as leader.
 RELEASE_SCRIPT = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('HDEL', KEYS[2], ARGV[1])
   return redis.call('DEL', KEYS[1])
 end
 return 0
 """
 
-# Under one lease check, moves each entry's fence to its slot only if later; returns the claimed
-# entries as flat (entry, previous slot or '' when none) pairs.
-CLAIM_SCRIPT = """
+# The fence format (store/base.py), parsed the same way by every script below: slot text, token,
+# previous and fingerprint, or nil for a value that does not parse (treated as absent).
+PARSE_FENCE = """
+local function parse(value)
+  if not value then return nil end
+  if string.match(value, '^%d+$') then return value, '-', '', '' end
+  local slot, token, previous, fingerprint = string.match(value, '^(%d+)|([^|]*)|([^|]*)|(.*)$')
+  return slot, token, previous, fingerprint
+end
+"""
+
+# Under one lease check, claims each (entry, slot) whose slot is later than its fence, or which
+# this token already claimed (a retry after a lost reply); returns the claimed entries.
+CLAIM_SCRIPT = (
+    PARSE_FENCE
+    + """
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return {}
 end
 local claimed = {}
-for i = 2, #ARGV, 2 do
-  local stored = redis.call('HGET', KEYS[2], ARGV[i])
-  local previous = tonumber(stored)
-  if not previous or tonumber(ARGV[i + 1]) > previous then
-    redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1])
+for i = 2, #ARGV, 3 do
+  local slot, token = parse(redis.call('HGET', KEYS[2], ARGV[i]))
+  local wanted = tonumber(ARGV[i + 1])
+  if slot and tonumber(slot) == wanted and token == ARGV[1] then
     claimed[#claimed + 1] = ARGV[i]
-    claimed[#claimed + 1] = previous and stored or ''
+  elseif not slot or wanted > tonumber(slot) then
+    local previous = ''
+    if slot then previous = (token == '' and 'a' or '') .. slot end
+    redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1] .. '|' .. ARGV[1] .. '|' .. previous .. '|'
+      .. ARGV[i + 2])
+    claimed[#claimed + 1] = ARGV[i]
   end
 end
 return claimed
 """
+)
 
-# Restores an entry's previous fence only if the caller still leads and the fence is still the
-# slot it claimed, so a give-back never undoes anyone else's claim.
-UNCLAIM_SCRIPT = """
-if redis.call('GET', KEYS[1]) ~= ARGV[1]
-    or tonumber(redis.call('HGET', KEYS[2], ARGV[2])) ~= tonumber(ARGV[3]) then
+# Under one lease check, restores the previous fence of each (entry, slot) still claimed by the
+# caller, so a give-back never undoes anyone else's claim; returns the entries given back.
+UNCLAIM_SCRIPT = (
+    PARSE_FENCE
+    + """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  return {}
+end
+local given = {}
+for i = 2, #ARGV, 2 do
+  local slot, token, previous, fingerprint = parse(redis.call('HGET', KEYS[2], ARGV[i]))
+  if slot and token == ARGV[1] and tonumber(slot) == tonumber(ARGV[i + 1]) then
+    if previous == '' then
+      redis.call('HDEL', KEYS[2], ARGV[i])
+    elseif string.sub(previous, 1, 1) == 'a' then
+      redis.call('HSET', KEYS[2], ARGV[i], string.sub(previous, 2) .. '|||' .. fingerprint)
+    else
+      redis.call('HSET', KEYS[2], ARGV[i], previous .. '|-||' .. fingerprint)
+    end
+    given[#given + 1] = ARGV[i]
+  end
+end
+return given
+"""
+)
+
+# Under one lease check, anchors each entry that has no readable fence or a fence of another
+# schedule; returns every given entry's fence value after the call, as flat (entry, value) pairs.
+ANCHOR_SCRIPT = (
+    PARSE_FENCE
+    + """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  return {}
+end
+local fences = {}
+for i = 2, #ARGV, 3 do
+  local value = redis.call('HGET', KEYS[2], ARGV[i])
+  local slot, _, _, fingerprint = parse(value)
+  if not slot or (fingerprint ~= '' and fingerprint ~= ARGV[i + 2]) then
+    value = ARGV[i + 1] .. '|||' .. ARGV[i + 2]
+    redis.call('HSET', KEYS[2], ARGV[i], value)
+  end
+  fences[#fences + 1] = ARGV[i]
+  fences[#fences + 1] = value
+end
+return fences
+"""
+)
+
+# Drops fences only while the caller's token holds the lease, so a deposed leader cannot delete
+# the fences a live leader relies on.
+FORGET_SCRIPT = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return 0
 end
-if ARGV[4] == '' then
-  redis.call('HDEL', KEYS[2], ARGV[2])
-else
-  redis.call('HSET', KEYS[2], ARGV[2], ARGV[4])
+for i = 2, #ARGV do
+  redis.call('HDEL', KEYS[2], ARGV[i])
 end
 return 1
 """
 
-# Records one beat and prunes the expired ones by the server's clock, so that beats on hosts whose
-# clocks disagree still agree on who is alive; the hash itself expires once every beat has gone.
+# Records one beat (role|last seen|expires|d<schedule digest>) and prunes the expired ones by the
+# server's clock, so that beats on hosts whose clocks disagree still agree on who is alive; the
+# hash itself expires once every beat has gone.
 HEARTBEAT_SCRIPT = """
 if redis.replicate_commands then redis.replicate_commands() end
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 local ttl = tonumber(ARGV[3])
-redis.call('HSET', KEYS[1], ARGV[1], string.format('%s|%d|%d', ARGV[2], now, now + ttl))
+redis.call('HSET', KEYS[1], ARGV[1],
+  string.format('%s|%d|%d|d%s', ARGV[2], now, now + ttl, ARGV[4]))
 local beats = redis.call('HGETALL', KEYS[1])
 for i = 1, #beats, 2 do
-  local expires = tonumber(string.match(beats[i + 1], '|(%d+)$'))
+  local expires = tonumber(string.match(beats[i + 1], '|(%d+)|d%x*$')
+    or string.match(beats[i + 1], '|(%d+)$'))
   if not expires or expires <= now then
     redis.call('HDEL', KEYS[1], beats[i])
   end
@@ -102,6 +175,11 @@ if redis.call('PTTL', KEYS[1]) < ttl then
 end
 return 1
 """
+
+#: A heartbeat's value; the digest is marked with "d" so that no role, however spelled, is misread.
+BEAT_VALUE = re.compile(
+    r"^(?P<role>.*)\|(?P<seen>\d+)\|(?P<expires>\d+)(?:\|d(?P<digest>[0-9a-f]*))?$"
+)
 
 SCHEMES = {"redis": 6379, "rediss": 6379, "redis+sentinel": 26379, "rediss+sentinel": 26379}
 TLS_OPTIONS = ("ssl_cert_reqs", "ssl_ca_certs", "ssl_certfile", "ssl_keyfile", "ssl_check_hostname")
@@ -150,6 +228,8 @@ class RedisStore(Store):
         self._release = self._client.register_script(RELEASE_SCRIPT)
         self._claim = self._client.register_script(CLAIM_SCRIPT)
         self._unclaim = self._client.register_script(UNCLAIM_SCRIPT)
+        self._anchor = self._client.register_script(ANCHOR_SCRIPT)
+        self._forget = self._client.register_script(FORGET_SCRIPT)
         self._heartbeat = self._client.register_script(HEARTBEAT_SCRIPT)
 
     def acquire(self, token: str, ttl_ms: int) -> bool:
@@ -166,7 +246,7 @@ class RedisStore(Store):
 
     def release(self, token: str) -> bool:
         with self._talking():
-            return bool(self._release(keys=[self._leader], args=[token]))
+            return bool(self._release(keys=[self._leader, self._beats], args=[token]))
 
     def leader(self) -> LeaseInfo | None:
         with self._talking():
@@ -174,26 +254,36 @@ class RedisStore(Store):
             token, ttl_left = pipe.get(self._leader).pttl(self._leader).execute()
         return None if token is None or ttl_left < 0 else LeaseInfo(token, ttl_left)
 
-    def claim(self, token: str, slots: Mapping[str, int]) -> dict[str, int | None]:
+    def claim(self, token: str, slots: Mapping[str, tuple[int, str]]) -> set[str]:
         if not slots:
-            return {}
+            return set()
+        args: list[str | int] = [token]
+        for entry, (slot, fingerprint) in slots.items():
+            args += (entry, int(slot), fingerprint)
+        with self._talking():
+            return set(self._claim(keys=[self._leader, self._fired], args=args))
+
+    def unclaim(self, token: str, slots: Mapping[str, int]) -> set[str]:
+        if not slots:
+            return set()
         args: list[str | int] = [token]
         for entry, slot in slots.items():
             args += (entry, int(slot))
         with self._talking():
-            flat = self._claim(keys=[self._leader, self._fired], args=args)
-        pairs = iter(flat)
-        return {
-            entry: int(previous) if previous else None
-            for entry, previous in zip(pairs, pairs, strict=True)
-        }
+            return set(self._unclaim(keys=[self._leader, self._fired], args=args))
 
-    def unclaim(self, token: str, entry: str, slot: int, previous: int | None) -> bool:
-        args = [token, entry, int(slot), "" if previous is None else int(previous)]
+    def anchor(self, token: str, anchors: Mapping[str, tuple[int, str]]) -> dict[str, Fence]:
+        if not anchors:
+            return {}
+        args: list[str | int] = [token]
+        for entry, (instant, fingerprint) in anchors.items():
+            args += (entry, int(instant), fingerprint)
         with self._talking():
-            return bool(self._unclaim(keys=[self._leader, self._fired], args=args))
+            flat = self._anchor(keys=[self._leader, self._fired], args=args)
+        pairs = iter(flat)
+        return self._parse_fences(zip(pairs, pairs, strict=True))
 
-    def last_slots(self, entries: Iterable[str] | None = None) -> dict[str, int]:
+    def fences(self, entries: Iterable[str] | None = None) -> dict[str, Fence]:
         with self._talking():
             if entries is None:
                 stored: dict[str, str] = self._client.hgetall(self._fired)
@@ -205,18 +295,19 @@ class RedisStore(Store):
                     for name, value in zip(names, values, strict=True)
                     if value is not None
                 }
-        return {entry: int(slot) for entry, slot in stored.items()}
+        return self._parse_fences(stored.items())
 
-    def forget(self, entries: Iterable[str]) -> None:
+    def forget(self, token: str, entries: Iterable[str]) -> bool:
         names = list(entries)
-        if names:
-            with self._talking():
-                self._client.hdel(self._fired, *names)
+        if not names:
+            return True
+        with self._talking():
+            return bool(self._forget(keys=[self._leader, self._fired], args=[token, *names]))
 
-    def heartbeat(self, token: str, role: str, ttl_ms: int) -> None:
+    def heartbeat(self, token: str, role: str, ttl_ms: int, schedule_digest: str = "") -> None:
         check_ttl(ttl_ms)
         with self._talking():
-            self._heartbeat(keys=[self._beats], args=[token, role, ttl_ms])
+            self._heartbeat(keys=[self._beats], args=[token, role, ttl_ms, schedule_digest])
 
     def beats(self) -> list[BeatInfo]:
         with self._talking():
@@ -225,11 +316,11 @@ class RedisStore(Store):
         now = seconds * 1000 + micros // 1000
         seen = []
         for token, value in stored.items():
-            fields = value.rsplit("|", 2)
-            if len(fields) == 3 and fields[1].isdigit() and fields[2].isdigit():
-                role, last_seen, expires = fields[0], int(fields[1]), int(fields[2])
-                if expires > now:
-                    seen.append(BeatInfo(token, last_seen, role))
+            match = BEAT_VALUE.match(value)
+            if match is not None and int(match["expires"]) > now:
+                seen.append(
+                    BeatInfo(token, int(match["seen"]), match["role"], match["digest"] or "")
+                )
         return sorted(seen, key=lambda beat: (-beat.last_seen_ms, beat.token))
 
     def ping(self) -> None:

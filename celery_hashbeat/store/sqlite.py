@@ -1,9 +1,12 @@
 """The one-host store: a SQLite file that the beat processes of one host share.
 
 Every change is one ``BEGIN IMMEDIATE`` transaction, which takes the file's write lock up front,
-so two processes never interleave a check and its write. Times are wall-clock milliseconds
-(``time.time()``), the only clock that separate processes share; the lease holds until its
-``expires_ms``, as a Redis key with a TTL would. Several prefixes may share one file.
+so two processes never interleave a check and its write. Several prefixes may share one file.
+
+The lease is timed on the host's monotonic clock, which every process of one boot shares and no
+clock step moves (a wall-clock step would otherwise stretch or cut the lease). It restarts at
+boot, so each lease also records the boot it was taken in, and one from another boot has lapsed.
+Heartbeats are only shown to people, and keep wall-clock milliseconds.
 """
 
 from __future__ import annotations
@@ -16,19 +19,32 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ._util import DEFAULT_TIMEOUT_S, Options, check_prefix, check_ttl, config_error
-from .base import BeatInfo, LeaseInfo, Store, StoreUnavailable
+from .base import BeatInfo, Fence, LeaseInfo, Store, StoreUnavailable
 
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS hashbeat_lease (prefix TEXT PRIMARY KEY, token TEXT NOT NULL,"
-    " expires_ms INTEGER NOT NULL)",
+    " expires_ms INTEGER NOT NULL, boot TEXT NOT NULL DEFAULT '')",
     "CREATE TABLE IF NOT EXISTS hashbeat_fired (prefix TEXT NOT NULL, entry TEXT NOT NULL,"
-    " slot INTEGER NOT NULL, PRIMARY KEY (prefix, entry)) WITHOUT ROWID",
+    " slot INTEGER NOT NULL, token TEXT NOT NULL DEFAULT '-', previous TEXT NOT NULL DEFAULT '',"
+    " fingerprint TEXT NOT NULL DEFAULT '', PRIMARY KEY (prefix, entry)) WITHOUT ROWID",
     "CREATE TABLE IF NOT EXISTS hashbeat_beats (prefix TEXT NOT NULL, token TEXT NOT NULL,"
     " role TEXT NOT NULL, last_seen_ms INTEGER NOT NULL, expires_ms INTEGER NOT NULL,"
-    " PRIMARY KEY (prefix, token)) WITHOUT ROWID",
+    " digest TEXT NOT NULL DEFAULT '', PRIMARY KEY (prefix, token)) WITHOUT ROWID",
 )
 
-SCHEMA_VERSION = 1
+#: Columns added since schema 1 (release 0.1), added in place to an older file; its fences read
+#: as claims by an unknown beat, and its wall-clock leases are dropped (they lapse at once).
+ADDED_COLUMNS = {
+    "hashbeat_lease": ("boot TEXT NOT NULL DEFAULT ''",),
+    "hashbeat_fired": (
+        "token TEXT NOT NULL DEFAULT '-'",
+        "previous TEXT NOT NULL DEFAULT ''",
+        "fingerprint TEXT NOT NULL DEFAULT ''",
+    ),
+    "hashbeat_beats": ("digest TEXT NOT NULL DEFAULT ''",),
+}
+
+SCHEMA_VERSION = 2
 
 # Entries per ``IN (...)`` query: below the 999 bound parameters that older SQLite builds allow.
 CHUNK = 500
@@ -36,6 +52,22 @@ CHUNK = 500
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def _lease_now() -> int:
+    """Milliseconds on the host-wide monotonic clock that times the lease."""
+    return int(time.monotonic() * 1000)
+
+
+def _boot_id() -> str:
+    """This boot's identity (Linux); elsewhere the boot time, to the second."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return str(round(time.time() - time.monotonic()))
+
+
+BOOT = _boot_id()
 
 
 def _busy(exc: sqlite3.Error) -> bool:
@@ -80,6 +112,13 @@ class SQLiteStore(Store):
         try:
             for statement in SCHEMA:
                 self._db.execute(statement)
+            for table, columns in ADDED_COLUMNS.items():
+                present = {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
+                for column in columns:
+                    if column.split()[0] not in present:
+                        self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column}")
+                        if table == "hashbeat_lease":
+                            self._db.execute("DELETE FROM hashbeat_lease")
             # Always a real write, so that a read-only file is found out now, not at first claim.
             self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             self._db.execute("COMMIT")
@@ -112,120 +151,166 @@ class SQLiteStore(Store):
             except sqlite3.Error as exc:
                 raise StoreUnavailable(f"SQLite store {self._describe(exc)}; will retry") from exc
 
-    def _holds(self, db: sqlite3.Connection, token: str, now: int) -> bool:
+    def _holds(self, db: sqlite3.Connection, token: str) -> bool:
         row = db.execute(
-            "SELECT 1 FROM hashbeat_lease WHERE prefix = ? AND token = ? AND expires_ms > ?",
-            (self._prefix, token, now),
+            "SELECT 1 FROM hashbeat_lease WHERE prefix = ? AND token = ? AND expires_ms > ?"
+            " AND boot = ?",
+            (self._prefix, token, _lease_now(), BOOT),
         ).fetchone()
         return row is not None
 
-    def _stored(self, db: sqlite3.Connection, entries: list[str]) -> dict[str, int]:
-        stored: dict[str, int] = {}
-        for start in range(0, len(entries), CHUNK):
-            chunk = entries[start : start + CHUNK]
-            rows = db.execute(
-                "SELECT entry, slot FROM hashbeat_fired WHERE prefix = ?"
-                f" AND entry IN ({', '.join('?' * len(chunk))})",
-                (self._prefix, *chunk),
-            )
-            stored.update(rows)
-        return stored
+    def _holder(self, db: sqlite3.Connection) -> tuple[str, int] | None:
+        """The live lease's token and its time left (ms), or None."""
+        now = _lease_now()
+        row = db.execute(
+            "SELECT token, expires_ms FROM hashbeat_lease WHERE prefix = ? AND expires_ms > ?"
+            " AND boot = ?",
+            (self._prefix, now, BOOT),
+        ).fetchone()
+        return None if row is None else (row[0], row[1] - now)
+
+    def _stored(self, db: sqlite3.Connection, entries: list[str] | None) -> dict[str, Fence]:
+        """The readable fences of ``entries`` (all when None), rows given back as the text the
+        Redis store keeps, so one parser reads both."""
+        columns = "SELECT entry, slot, token, previous, fingerprint FROM hashbeat_fired"
+        if entries is None:
+            rows = list(db.execute(f"{columns} WHERE prefix = ?", (self._prefix,)))
+        else:
+            rows = []
+            for start in range(0, len(entries), CHUNK):
+                chunk = entries[start : start + CHUNK]
+                rows += db.execute(
+                    f"{columns} WHERE prefix = ? AND entry IN ({', '.join('?' * len(chunk))})",
+                    (self._prefix, *chunk),
+                )
+        return self._parse_fences((row[0], "|".join(map(str, row[1:]))) for row in rows)
+
+    def _write(
+        self, db: sqlite3.Connection, rows: Iterable[tuple[str, int, str, str, str]]
+    ) -> None:
+        db.executemany(
+            "INSERT OR REPLACE INTO hashbeat_fired VALUES (?, ?, ?, ?, ?, ?)",
+            ((self._prefix, *row) for row in rows),
+        )
 
     def acquire(self, token: str, ttl_ms: int) -> bool:
         check_ttl(ttl_ms)
         with self._tx() as db:
-            now = _now_ms()
-            row = db.execute(
-                "SELECT token FROM hashbeat_lease WHERE prefix = ? AND expires_ms > ?",
-                (self._prefix, now),
-            ).fetchone()
-            if row is not None:
-                return bool(row[0] == token)
+            holder = self._holder(db)
+            if holder is not None:
+                return holder[0] == token
             db.execute(
-                "INSERT OR REPLACE INTO hashbeat_lease VALUES (?, ?, ?)",
-                (self._prefix, token, now + ttl_ms),
+                "INSERT OR REPLACE INTO hashbeat_lease VALUES (?, ?, ?, ?)",
+                (self._prefix, token, _lease_now() + ttl_ms, BOOT),
             )
             return True
 
     def renew(self, token: str, ttl_ms: int) -> bool:
         check_ttl(ttl_ms)
         with self._tx() as db:
-            now = _now_ms()
-            renewed = db.execute(
-                "UPDATE hashbeat_lease SET expires_ms = ?"
-                " WHERE prefix = ? AND token = ? AND expires_ms > ?",
-                (now + ttl_ms, self._prefix, token, now),
+            if not self._holds(db, token):
+                return False
+            db.execute(
+                "UPDATE hashbeat_lease SET expires_ms = ? WHERE prefix = ?",
+                (_lease_now() + ttl_ms, self._prefix),
             )
-            return renewed.rowcount == 1
+            return True
 
     def release(self, token: str) -> bool:
         with self._tx() as db:
-            released = db.execute(
-                "DELETE FROM hashbeat_lease WHERE prefix = ? AND token = ? AND expires_ms > ?",
-                (self._prefix, token, _now_ms()),
+            if not self._holds(db, token):
+                return False
+            db.execute("DELETE FROM hashbeat_lease WHERE prefix = ?", (self._prefix,))
+            db.execute(
+                "DELETE FROM hashbeat_beats WHERE prefix = ? AND token = ?", (self._prefix, token)
             )
-            return released.rowcount == 1
+            return True
 
     def leader(self) -> LeaseInfo | None:
         with self._tx(write=False) as db:
-            now = _now_ms()
-            row = db.execute(
-                "SELECT token, expires_ms FROM hashbeat_lease WHERE prefix = ? AND expires_ms > ?",
-                (self._prefix, now),
-            ).fetchone()
-        return None if row is None else LeaseInfo(row[0], row[1] - now)
+            holder = self._holder(db)
+        return None if holder is None else LeaseInfo(*holder)
 
-    def claim(self, token: str, slots: Mapping[str, int]) -> dict[str, int | None]:
+    def claim(self, token: str, slots: Mapping[str, tuple[int, str]]) -> set[str]:
         if not slots:
-            return {}
+            return set()
         with self._tx() as db:
-            if not self._holds(db, token, _now_ms()):
-                return {}
+            if not self._holds(db, token):
+                return set()
             stored = self._stored(db, list(slots))
-            claimed = {
-                entry: stored.get(entry)
-                for entry, slot in slots.items()
-                if entry not in stored or slot > stored[entry]
-            }
-            db.executemany(
-                "INSERT OR REPLACE INTO hashbeat_fired VALUES (?, ?, ?)",
-                ((self._prefix, entry, int(slots[entry])) for entry in claimed),
-            )
+            claimed: set[str] = set()
+            rows = []
+            for entry, (slot, fingerprint) in slots.items():
+                fence = stored.get(entry)
+                if fence is not None and fence.slot == slot and fence.token == token:
+                    claimed.add(entry)
+                elif fence is None or slot > fence.slot:
+                    previous = "" if fence is None else f"{'a' if fence.anchor else ''}{fence.slot}"
+                    rows.append((entry, int(slot), token, previous, fingerprint))
+                    claimed.add(entry)
+            self._write(db, rows)
         return claimed
 
-    def unclaim(self, token: str, entry: str, slot: int, previous: int | None) -> bool:
+    def unclaim(self, token: str, slots: Mapping[str, int]) -> set[str]:
+        if not slots:
+            return set()
         with self._tx() as db:
-            if not self._holds(db, token, _now_ms()) or self._stored(db, [entry]) != {entry: slot}:
-                return False
-            if previous is None:
-                db.execute(
-                    "DELETE FROM hashbeat_fired WHERE prefix = ? AND entry = ?",
-                    (self._prefix, entry),
+            if not self._holds(db, token):
+                return set()
+            names = list(slots)
+            rows: list[tuple[str, object, str, str]] = []
+            for start in range(0, len(names), CHUNK):
+                chunk = names[start : start + CHUNK]
+                rows += db.execute(
+                    "SELECT entry, slot, previous, fingerprint FROM hashbeat_fired WHERE prefix = ?"
+                    f" AND token = ? AND entry IN ({', '.join('?' * len(chunk))})",
+                    (self._prefix, token, *chunk),
                 )
-            else:
-                db.execute(
-                    "UPDATE hashbeat_fired SET slot = ? WHERE prefix = ? AND entry = ?",
-                    (int(previous), self._prefix, entry),
-                )
-            return True
-
-    def last_slots(self, entries: Iterable[str] | None = None) -> dict[str, int]:
-        with self._tx(write=False) as db:
-            if entries is not None:
-                return self._stored(db, list(entries))
-            rows = db.execute(
-                "SELECT entry, slot FROM hashbeat_fired WHERE prefix = ?", (self._prefix,)
+            given = {entry for entry, slot, _, _ in rows if slots[entry] == slot}
+            restored = []
+            for entry, _, previous, fingerprint in rows:
+                if entry in given and previous:
+                    anchor = previous.startswith("a")
+                    slot = int(previous[1:] if anchor else previous)
+                    restored.append((entry, slot, "" if anchor else "-", "", fingerprint))
+            db.executemany(
+                "DELETE FROM hashbeat_fired WHERE prefix = ? AND entry = ?",
+                ((self._prefix, entry) for entry in given),
             )
-            return dict(rows)
+            self._write(db, restored)
+        return given
 
-    def forget(self, entries: Iterable[str]) -> None:
+    def anchor(self, token: str, anchors: Mapping[str, tuple[int, str]]) -> dict[str, Fence]:
+        if not anchors:
+            return {}
         with self._tx() as db:
+            if not self._holds(db, token):
+                return {}
+            stored = self._stored(db, list(anchors))
+            rows = []
+            for entry, (instant, fingerprint) in anchors.items():
+                fence = stored.get(entry)
+                if fence is None or fence.fingerprint not in (None, fingerprint):
+                    stored[entry] = Fence(int(instant), "", fingerprint)
+                    rows.append((entry, int(instant), "", "", fingerprint))
+            self._write(db, rows)
+        return {entry: stored[entry] for entry in anchors}
+
+    def fences(self, entries: Iterable[str] | None = None) -> dict[str, Fence]:
+        with self._tx(write=False) as db:
+            return self._stored(db, None if entries is None else list(entries))
+
+    def forget(self, token: str, entries: Iterable[str]) -> bool:
+        with self._tx() as db:
+            if not self._holds(db, token):
+                return False
             db.executemany(
                 "DELETE FROM hashbeat_fired WHERE prefix = ? AND entry = ?",
                 ((self._prefix, entry) for entry in entries),
             )
+            return True
 
-    def heartbeat(self, token: str, role: str, ttl_ms: int) -> None:
+    def heartbeat(self, token: str, role: str, ttl_ms: int, schedule_digest: str = "") -> None:
         check_ttl(ttl_ms)
         with self._tx() as db:
             now = _now_ms()
@@ -234,14 +319,14 @@ class SQLiteStore(Store):
                 (self._prefix, now),
             )
             db.execute(
-                "INSERT OR REPLACE INTO hashbeat_beats VALUES (?, ?, ?, ?, ?)",
-                (self._prefix, token, role, now, now + ttl_ms),
+                "INSERT OR REPLACE INTO hashbeat_beats VALUES (?, ?, ?, ?, ?, ?)",
+                (self._prefix, token, role, now, now + ttl_ms, schedule_digest),
             )
 
     def beats(self) -> list[BeatInfo]:
         with self._tx(write=False) as db:
             rows = db.execute(
-                "SELECT token, last_seen_ms, role FROM hashbeat_beats"
+                "SELECT token, last_seen_ms, role, digest FROM hashbeat_beats"
                 " WHERE prefix = ? AND expires_ms > ? ORDER BY last_seen_ms DESC, token",
                 (self._prefix, _now_ms()),
             )

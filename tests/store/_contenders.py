@@ -49,7 +49,7 @@ def race(
         for slot in range(1, rounds + 1):
             while min(store.last_slots(entries).get(entry, 0) for entry in entries) < slot:
                 store.acquire(name, 50)
-                won = store.claim(name, dict.fromkeys(entries, slot))
+                won = store.claim(name, dict.fromkeys(entries, (slot, "fp")))
                 claimed += [(entry, slot) for entry in won]
                 if rng.random() < 0.5:
                     store.release(name)

@@ -8,12 +8,14 @@ from collections.abc import Callable
 import pytest
 
 from celery_hashbeat.store import BeatInfo, Store, StoreConfigError, open_store
+from celery_hashbeat.store.base import Fence
 
 from .conftest import Backend
 
 LONG = 60_000  # a TTL no test outlives, for leases that must still be held when asserted
 SHORT = 200  # a TTL that tests wait out: only "expired after the wait" is asserted about it
 WAIT = 0.4  # comfortably past SHORT, even on a slow machine
+FP = "fp1"  # a schedule fingerprint
 
 
 def test_acquire_is_exclusive_and_release_frees_it(store: Store) -> None:
@@ -72,111 +74,157 @@ def test_ttl_must_be_positive(store: Store) -> None:
     assert store.leader() is None
 
 
+def fp(slots: dict[str, int], fingerprint: str = FP) -> dict[str, tuple[int, str]]:
+    """Claims of ``slots`` for one schedule fingerprint."""
+    return {entry: (slot, fingerprint) for entry, slot in slots.items()}
+
+
 def test_claim_takes_only_later_slots(store: Store) -> None:
     assert store.acquire("a", LONG)
-    assert store.claim("a", {}) == {}
-    assert store.claim("a", {"x": 100, "y": 200}) == {"x": None, "y": None}
-    assert store.claim("a", {"x": 100, "y": 150, "z": 5}) == {"z": None}
-    assert store.claim("a", {"x": 101, "y": 200}) == {"x": 100}
+    assert store.claim("a", {}) == set()
+    assert store.claim("a", fp({"x": 100, "y": 200})) == {"x", "y"}
+    assert store.claim("b", fp({"x": 101})) == set()  # not the lease holder
+    assert store.claim("a", fp({"x": 99, "y": 150, "z": 5})) == {"z"}
+    assert store.claim("a", fp({"x": 101, "y": 200})) == {"x", "y"}  # y: its own claim again
     assert store.last_slots() == {"x": 101, "y": 200, "z": 5}
+
+
+def test_a_claim_is_recognised_by_its_own_beat_only(store: Store) -> None:
+    """A leader whose claim reply was lost claims the same slot again and gets it; after a
+    change of leader, the new one does not."""
+    assert store.acquire("a", LONG)
+    assert store.claim("a", fp({"x": 100})) == {"x"}
+    assert store.claim("a", fp({"x": 100})) == {"x"}
+    assert store.fences() == {"x": Fence(100, "a", FP)}
+    assert store.release("a")
+    assert store.acquire("b", LONG)
+    assert store.claim("b", fp({"x": 100})) == set()
+    assert store.claim("b", fp({"x": 101})) == {"x"}
 
 
 def test_claim_compares_slots_as_numbers(store: Store) -> None:
     assert store.acquire("a", LONG)
-    assert store.claim("a", {"x": 9}) == {"x": None}
-    assert store.claim("a", {"x": 10}) == {"x": 9}  # "10" < "9" as text
+    assert store.claim("a", fp({"x": 9})) == {"x"}
+    assert store.claim("a", fp({"x": 10})) == {"x"}  # "10" < "9" as text
     epoch_ms = 1_767_225_600_000
-    assert store.claim("a", {"x": epoch_ms}) == {"x": 10}
-    assert store.claim("a", {"x": epoch_ms + 1}) == {"x": epoch_ms}
-    assert store.claim("a", {"x": epoch_ms}) == {}
+    assert store.claim("a", fp({"x": epoch_ms})) == {"x"}
+    assert store.claim("a", fp({"x": epoch_ms + 1})) == {"x"}
+    assert store.claim("a", fp({"x": epoch_ms})) == set()
     assert store.last_slots() == {"x": epoch_ms + 1}
 
 
 def test_claim_is_refused_unless_the_caller_holds_the_lease(store: Store) -> None:
-    assert store.claim("a", {"x": 1}) == {}
+    assert store.claim("a", fp({"x": 1})) == set()
     assert store.acquire("b", LONG)
-    assert store.claim("a", {"x": 1}) == {}
+    assert store.claim("a", fp({"x": 1})) == set()
     assert store.last_slots() == {}
-    assert store.claim("b", {"x": 1}) == {"x": None}
+    assert store.claim("b", fp({"x": 1})) == {"x"}
 
 
 def test_claim_is_refused_to_a_holder_whose_lease_expired(store: Store) -> None:
     assert store.acquire("a", SHORT)
-    assert store.claim("a", {"x": 1}) in ({"x": None}, {})  # {} only if this box stalled
+    assert store.claim("a", fp({"x": 1})) in ({"x"}, set())  # empty only if this box stalled
     time.sleep(WAIT)
-    assert store.claim("a", {"x": 2, "y": 2}) == {}
+    assert store.claim("a", fp({"x": 2, "y": 2})) == set()
     assert store.acquire("b", LONG)
-    assert store.claim("a", {"x": 3}) == {}
-    assert store.claim("b", {"x": 3})["x"] in (1, None)
+    assert store.claim("a", fp({"x": 3})) == set()
+    assert store.claim("b", fp({"x": 3})) == {"x"}
     assert store.last_slots(["x", "y"]) == {"x": 3}
 
 
 def test_claim_many_entries_in_one_call(store: Store) -> None:
     assert store.acquire("a", LONG)
     slots = {f"entry-{i}": 1_000 + i for i in range(5_000)}
-    assert store.claim("a", slots) == dict.fromkeys(slots)
+    assert store.claim("a", fp(slots)) == set(slots)
+    store.release("a")
+    assert store.acquire("b", LONG)
     later = {name: slot + (i % 2) for i, (name, slot) in enumerate(slots.items())}
-    claimed = store.claim("a", later)
-    assert claimed == {name: slots[name] for i, name in enumerate(slots) if i % 2}
+    claimed = store.claim("b", fp(later))
+    assert claimed == {name for i, name in enumerate(slots) if i % 2}
     assert store.last_slots() == later
     assert store.last_slots(["entry-1", "entry-4999", "nope"]) == {
         "entry-1": later["entry-1"],
         "entry-4999": later["entry-4999"],
     }
+    assert store.unclaim("b", later) == claimed
+    assert store.last_slots() == slots
 
 
 def test_entry_names_are_opaque(store: Store) -> None:
     names = ["with space", "pipe|and:colon", "{braces}", "ünïcødé ✓", "", "-1"]
     assert store.acquire("a", LONG)
-    assert store.claim("a", dict.fromkeys(names, 7)) == dict.fromkeys(names)
+    assert store.claim("a", fp(dict.fromkeys(names, 7))) == set(names)
     assert store.last_slots() == dict.fromkeys(names, 7)
 
 
-def test_unclaim_restores_the_previous_slot(store: Store) -> None:
+def test_unclaim_restores_the_previous_fence(store: Store) -> None:
     assert store.acquire("a", LONG)
-    assert store.claim("a", {"x": 100}) == {"x": None}
-    assert store.claim("a", {"x": 200, "y": 5}) == {"x": 100, "y": None}
-    assert store.unclaim("a", "x", 200, 100)
-    assert store.unclaim("a", "y", 5, None)
+    assert store.anchor("a", {"w": (50, FP)}) == {"w": Fence(50, "", FP)}
+    assert store.claim("a", fp({"x": 100})) == {"x"}
+    assert store.claim("a", fp({"w": 60, "x": 200, "y": 5})) == {"w", "x", "y"}
+    assert store.unclaim("a", {"w": 60, "x": 200, "y": 5}) == {"w", "x", "y"}
+    # x's earlier claim is back (its claimer no longer known), w's anchor is back, y has none.
+    assert store.fences() == {"w": Fence(50, "", FP), "x": Fence(100, "-", FP)}
     assert store.last_slots() == {"x": 100}
-    assert store.claim("a", {"x": 200, "y": 5}) == {"x": 100, "y": None}
+    assert store.claim("a", fp({"x": 200, "y": 5})) == {"x", "y"}
 
 
-def test_unclaim_checks_the_owner_and_the_value(store: Store) -> None:
+def test_unclaim_checks_the_lease_the_owner_and_the_slot(store: Store) -> None:
     assert store.acquire("a", LONG)
-    store.claim("a", {"x": 100})
-    assert store.claim("a", {"x": 200}) == {"x": 100}
-    assert not store.unclaim("b", "x", 200, 100)
-    assert not store.unclaim("a", "x", 150, 100)
-    assert not store.unclaim("a", "missing", 200, None)
-    assert store.claim("a", {"x": 300}) == {"x": 200}
-    assert not store.unclaim("a", "x", 200, 100)
+    store.claim("a", fp({"x": 100}))
+    assert store.claim("a", fp({"x": 200})) == {"x"}
+    assert store.unclaim("b", {"x": 200}) == set()
+    assert store.unclaim("a", {"x": 150, "missing": 200}) == set()
+    assert store.claim("a", fp({"x": 300})) == {"x"}
+    assert store.unclaim("a", {"x": 200}) == set()
     assert store.last_slots() == {"x": 300}
     assert store.release("a")
-    assert not store.unclaim("a", "x", 300, 200)
+    assert store.unclaim("a", {"x": 300}) == set()
+    assert store.acquire("b", LONG)
+    assert store.unclaim("b", {"x": 300}) == set()  # a's claim: b cannot give it back
     assert store.last_slots() == {"x": 300}
 
 
-def test_forget_drops_the_fence(store: Store) -> None:
+def test_anchor_keeps_a_fence_of_the_same_schedule_and_replaces_another(store: Store) -> None:
+    assert store.anchor("a", {"x": (1, FP)}) == {}  # no lease, no anchor
     assert store.acquire("a", LONG)
-    store.claim("a", {"x": 10, "y": 20})
-    store.forget(["x", "never-claimed"])
-    store.forget([])
+    store.claim("a", fp({"same": 100, "other": 100}))
+    anchored = store.anchor("a", {"new": (500, FP), "same": (500, FP), "other": (500, "fp2")})
+    assert anchored == {
+        "new": Fence(500, "", FP),
+        "same": Fence(100, "a", FP),
+        "other": Fence(500, "", "fp2"),
+    }
+    assert store.anchor("a", {"new": (900, FP)}) == {"new": Fence(500, "", FP)}
+    assert store.last_slots() == {"same": 100}  # anchors are not sends
+    assert store.claim("a", fp({"new": 500})) == set()  # slots count from after the anchor
+    assert store.claim("a", fp({"new": 501})) == {"new"}
+
+
+def test_forget_drops_the_fence_only_under_the_lease(store: Store) -> None:
+    assert store.acquire("a", LONG)
+    store.claim("a", fp({"x": 10, "y": 20}))
+    assert not store.forget("b", ["x"])
+    assert store.forget("a", ["x", "never-claimed"])
+    assert store.forget("a", [])
     assert store.last_slots() == {"y": 20}
-    assert store.claim("a", {"x": 1}) == {"x": None}
+    assert store.claim("a", fp({"x": 1})) == {"x"}
+    assert store.release("a")
+    assert not store.forget("a", ["y"])
+    assert store.last_slots() == {"x": 1, "y": 20}
 
 
 def test_last_slots_of_some_entries(store: Store) -> None:
     assert store.last_slots() == {}
     assert store.last_slots([]) == {}
     assert store.acquire("a", LONG)
-    store.claim("a", {"x": 10, "y": 20})
+    store.claim("a", fp({"x": 10, "y": 20}))
     assert store.last_slots(name for name in ("y", "z")) == {"y": 20}
 
 
 def test_state_is_shared_by_every_store_object(store: Store, connect: Callable[..., Store]) -> None:
     assert store.acquire("a", LONG)
-    store.claim("a", {"x": 10})
+    store.claim("a", fp({"x": 10}))
     store.heartbeat("a", "leader", LONG)
     other = connect()
     assert not other.acquire("b", LONG)
@@ -184,7 +232,7 @@ def test_state_is_shared_by_every_store_object(store: Store, connect: Callable[.
     assert [beat.token for beat in other.beats()] == ["a"]
     store.close()
     reopened = connect()
-    assert reopened.claim("a", {"x": 11}) == {"x": 10}
+    assert reopened.claim("a", fp({"x": 11})) == {"x"}
 
 
 def test_prefixes_are_separate_namespaces(
@@ -193,8 +241,8 @@ def test_prefixes_are_separate_namespaces(
     other = connect(prefix=f"{backend.prefix}-other")
     assert store.acquire("a", LONG)
     assert other.acquire("b", LONG)
-    assert store.claim("a", {"x": 1}) == {"x": None}
-    assert other.claim("b", {"x": 1}) == {"x": None}
+    assert store.claim("a", fp({"x": 1})) == {"x"}
+    assert other.claim("b", fp({"x": 1})) == {"x"}
     other.heartbeat("b", "leader", LONG)
     assert store.beats() == []
 
@@ -220,6 +268,16 @@ def test_heartbeats_expire_after_their_ttl(store: Store) -> None:
     store.heartbeat("late", "standby", LONG)
     assert {beat.token for beat in store.beats()} == {"here", "late"}
     assert all(isinstance(beat, BeatInfo) for beat in store.beats())
+
+
+def test_heartbeats_carry_the_schedule_digest_and_a_release_drops_its_beat(store: Store) -> None:
+    store.heartbeat("a", "leader", LONG, "0f3a")
+    store.heartbeat("b", "standby", LONG)
+    assert {beat.token: beat.schedule_digest for beat in store.beats()} == {"a": "0f3a", "b": ""}
+    assert store.acquire("a", LONG)
+    assert not store.release("b")
+    assert store.release("a")
+    assert [beat.token for beat in store.beats()] == ["b"]  # a stopped beat is not listed
 
 
 def test_ping_answers(store: Store) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import shutil
 import subprocess
 import time
@@ -19,6 +20,7 @@ from celery_hashbeat.store import (
     StoreUnavailable,
     open_store,
 )
+from celery_hashbeat.store.base import Fence
 from celery_hashbeat.store.redis import CLAIM_SCRIPT, RENEW_SCRIPT
 from tests.support.redis_server import RedisProcess, free_port, redis_server_binary
 
@@ -29,7 +31,7 @@ def test_every_key_shares_the_prefix_hash_tag(redis_url: str, key_prefix: str) -
     store = RedisStore(redis_url, key_prefix)
     try:
         assert store.acquire("a", LONG)
-        store.claim("a", {"x": 1})
+        store.claim("a", {"x": (1, "fp")})
         store.heartbeat("a", "leader", LONG)
     finally:
         store.close()
@@ -38,7 +40,7 @@ def test_every_key_shares_the_prefix_hash_tag(redis_url: str, key_prefix: str) -
         keys = set(client.scan_iter(match=f"*{key_prefix}*", count=1000))
         assert keys == {f"{{{key_prefix}}}:{name}" for name in ("leader", "fired", "beats")}
         assert len({key_slot(key.encode()) for key in keys}) == 1
-        assert client.hgetall(f"{{{key_prefix}}}:fired") == {"x": "1"}
+        assert client.hgetall(f"{{{key_prefix}}}:fired") == {"x": "1|a||fp"}
     finally:
         client.close()
 
@@ -49,12 +51,12 @@ def test_scripts_are_sent_by_sha_and_reloaded_after_a_flush(private_redis: Redis
     try:
         assert store.acquire("a", LONG)
         assert store.renew("a", LONG)
-        store.claim("a", {"x": 1})
+        store.claim("a", {"x": (1, "fp")})
         shas = [client.register_script(text).sha for text in (RENEW_SCRIPT, CLAIM_SCRIPT)]
         assert client.script_exists(*shas) == [True, True]
         client.script_flush()
         assert store.renew("a", LONG)
-        assert store.claim("a", {"x": 2}) == {"x": 1}
+        assert store.claim("a", {"x": (2, "fp")}) == {"x"}
     finally:
         client.close()
         store.close()
@@ -73,7 +75,7 @@ def test_a_killed_server_is_unavailable_then_a_restarted_one_serves_the_same_sto
         private_redis.start()
         store.ping()
         assert store.acquire("b", LONG)  # the restarted server kept nothing
-        assert store.claim("b", {"x": 1}) == {"x": None}
+        assert store.claim("b", {"x": (1, "fp")}) == {"x"}
     finally:
         store.close()
 
@@ -88,7 +90,7 @@ def test_a_paused_server_is_unavailable_within_the_socket_timeout(
         try:
             started = time.monotonic()
             with pytest.raises(StoreUnavailable, match="not answering"):
-                store.claim("a", {"x": 1})
+                store.claim("a", {"x": (1, "fp")})
             # Without the option (3 s) or with redis-py's retries this would take far longer.
             assert time.monotonic() - started < 2.5
         finally:
@@ -216,13 +218,14 @@ def test_sentinel_url_finds_the_master(
         store = open_store(url, "sentinel-test", **options)
         try:
             assert store.acquire(url, LONG)
-            assert store.claim(url, {"x": slot}) == {"x": slot - 1 or None}
+            assert store.claim(url, {"x": (slot, "fp")}) == {"x"}
             assert store.release(url)
         finally:
             store.close()
     client = redis.Redis.from_url(private_redis.url, decode_responses=True)
     try:
-        assert client.hgetall("{sentinel-test}:fired") == {"x": "2"}
+        assert client.hgetall("{sentinel-test}:fired").keys() == {"x"}
+        assert client.hget("{sentinel-test}:fired", "x").startswith("2|")
     finally:
         client.close()
 
@@ -294,3 +297,25 @@ def test_rediss_verifies_the_server_as_configured(tls_redis: tuple[int, Path]) -
             untrusted.ping()
     finally:
         untrusted.close()
+
+
+def test_unreadable_and_legacy_fences(
+    redis_url: str, key_prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A value written by hand is logged once and skipped, and the next claim overwrites it; a
+    bare slot (release 0.1) reads as a claim by an unknown beat."""
+    store = RedisStore(redis_url, key_prefix)
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    try:
+        client.hset(f"{{{key_prefix}}}:fired", mapping={"bad": "soon", "old": "1700000000000"})
+        with caplog.at_level(logging.WARNING, logger="celery_hashbeat.store"):
+            assert store.fences() == {"old": Fence(1_700_000_000_000, "-", None)}
+            assert store.fences(["bad"]) == {}
+        assert len([r for r in caplog.records if "'soon'" in r.getMessage()]) == 1
+        assert store.acquire("a", LONG)
+        assert store.claim("a", {"bad": (7, "fp"), "old": (1_700_000_000_000, "fp")}) == {"bad"}
+        assert store.anchor("a", {"old": (9, "fp")}) == {"old": Fence(1_700_000_000_000, "-", None)}
+        assert store.last_slots() == {"bad": 7, "old": 1_700_000_000_000}
+    finally:
+        client.close()
+        store.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import pwd
 import sqlite3
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from celery_hashbeat.store import SQLiteStore, StoreConfigError, StoreUnavailable, open_store
+from celery_hashbeat.store.base import Fence
 
 LONG = 60_000
 
@@ -170,8 +172,80 @@ def test_several_prefixes_share_one_file(tmp_path: Path) -> None:
     try:
         assert first.acquire("a", LONG)
         assert second.acquire("b", LONG)
-        assert first.claim("a", {"x": 1}) == {"x": None}
+        assert first.claim("a", {"x": (1, "fp")}) == {"x"}
         assert second.last_slots() == {}
     finally:
         first.close()
         second.close()
+
+
+def test_a_wall_clock_step_neither_stretches_nor_cuts_the_lease(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lease is timed on the host's monotonic clock: an NTP step or a hand-set clock (the
+    one thing this test has to fake) changes nothing."""
+    store = open_store(f"sqlite:///{tmp_path}/beat.sqlite")
+    real = time.time
+    try:
+        assert store.acquire("a", 300)
+        monkeypatch.setattr(time, "time", lambda: real() + 3600)  # an hour forward
+        assert store.renew("a", 300)
+        assert store.leader() is not None
+        monkeypatch.setattr(time, "time", lambda: real() - 3600)  # an hour back
+        time.sleep(0.5)
+        assert store.leader() is None  # lapsed after its TTL, as it should
+        assert store.acquire("b", LONG)
+    finally:
+        store.close()
+
+
+def test_a_file_of_release_0_1_is_upgraded_in_place(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite"
+    db = sqlite3.connect(path)
+    db.executescript(
+        """
+        CREATE TABLE hashbeat_lease (prefix TEXT PRIMARY KEY, token TEXT NOT NULL,
+            expires_ms INTEGER NOT NULL);
+        CREATE TABLE hashbeat_fired (prefix TEXT NOT NULL, entry TEXT NOT NULL,
+            slot INTEGER NOT NULL, PRIMARY KEY (prefix, entry)) WITHOUT ROWID;
+        CREATE TABLE hashbeat_beats (prefix TEXT NOT NULL, token TEXT NOT NULL,
+            role TEXT NOT NULL, last_seen_ms INTEGER NOT NULL, expires_ms INTEGER NOT NULL,
+            PRIMARY KEY (prefix, token)) WITHOUT ROWID;
+        INSERT INTO hashbeat_fired VALUES ('hashbeat', 'nightly', 1700000000000);
+        INSERT INTO hashbeat_lease VALUES ('hashbeat', 'old-beat', 99999999999999);
+        PRAGMA user_version = 1;
+        """
+    )
+    db.close()
+    store = open_store(f"sqlite:///{path}")
+    try:
+        assert store.fences() == {"nightly": Fence(1_700_000_000_000, "-", None)}
+        assert store.leader() is None  # a wall-clock lease of the old release has lapsed
+        assert store.acquire("a", LONG)
+        assert store.claim("a", {"nightly": (1_700_000_000_000, "fp")}) == set()
+        assert store.claim("a", {"nightly": (1_700_000_060_000, "fp")}) == {"nightly"}
+    finally:
+        store.close()
+
+
+def test_an_unreadable_fence_is_logged_once_skipped_and_overwritten(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "beat.sqlite"
+    store = open_store(f"sqlite:///{path}")
+    try:
+        db = sqlite3.connect(path)
+        db.execute(
+            "INSERT INTO hashbeat_fired (prefix, entry, slot) VALUES ('hashbeat', 'x', 'oops')"
+        )
+        db.commit()
+        db.close()
+        with caplog.at_level(logging.WARNING, logger="celery_hashbeat.store"):
+            assert store.fences() == {}
+            assert store.last_slots(["x"]) == {}
+        assert len([r for r in caplog.records if "oops" in r.getMessage()]) == 1
+        assert store.acquire("a", LONG)
+        assert store.claim("a", {"x": (5, "fp")}) == {"x"}
+        assert store.last_slots() == {"x": 5}
+    finally:
+        store.close()
