@@ -8,6 +8,7 @@ keys; a definition that cannot run raises EntryError, which names the entry.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 from collections.abc import Hashable, Mapping
 from datetime import datetime, timedelta
@@ -59,6 +60,7 @@ class Entry(ScheduleEntry):
         "active",
         "args",
         "catch_up",
+        "fingerprint",
         "kwargs",
         "last_slot",
         "lazy",
@@ -93,6 +95,7 @@ class Entry(ScheduleEntry):
         relative: bool,
         catch_up: str,
         window: int | None,
+        fingerprint: str = "",
     ) -> None:
         self.name = name
         self.task = task
@@ -104,6 +107,8 @@ class Entry(ScheduleEntry):
         self.relative = relative
         self.catch_up = catch_up
         self.window = window
+        #: Names the schedule in the store's fence, so a changed schedule is recognised there.
+        self.fingerprint = fingerprint
         self.lazy = any(isinstance(value, BeatLazyFunc) for value in (*args, *kwargs.values()))
         self.order = next(_order)
         self.active = True
@@ -193,6 +198,7 @@ class SharedSlots:
     def __init__(self, app: Celery) -> None:
         self.app = app
         self._shared: dict[Hashable, Slots] = {}
+        self._prints: dict[str, str] = {}
 
     def _share(self, identity: Hashable, make: Any) -> Slots:
         found = self._shared.get(identity)
@@ -223,6 +229,40 @@ class SharedSlots:
             f"entry {name!r}: unknown schedule type {type(given).__name__}: use hashcron, "
             f"hashinterval, crontab, solar, a celery.schedules.schedule, a timedelta or seconds"
         )
+
+    def fingerprint(self, given: Any, relative: bool) -> str:
+        """A short digest of what decides an entry's slots, the same in every process and
+        release, so that the store can tell a changed schedule from the one it fenced."""
+        text = self._describe(given, relative)
+        found = self._prints.get(text)
+        if found is None:
+            found = self._prints[text] = hashlib.sha256(text.encode()).hexdigest()[:16]
+        return found
+
+    def _describe(self, given: Any, relative: bool) -> str:
+        zone = str(self.app.timezone)
+        if isinstance(given, hashcron):
+            return (
+                f"hashcron {given.expr!r} key={given.key!r} tz={given.zone or zone} "
+                f"day_and={given.day_and}"
+            )
+        if isinstance(given, hashinterval):
+            return f"hashinterval {given.every} key={given.key!r}"
+        if isinstance(given, int | float) and not isinstance(given, bool):
+            given = timedelta(seconds=given)
+        if isinstance(given, timedelta):
+            given = schedule(given, relative, app=self.app)
+        if type(given) is schedule:
+            return f"every {given.run_every} relative={given.relative}"  # type: ignore[attr-defined]
+        identity = derived_identity(given) if isinstance(given, BaseSchedule) else None
+        if identity is not None:
+            parts = [
+                sorted(part) if isinstance(part, frozenset) else part
+                for part in cast(tuple[Any, ...], identity)
+            ]
+            return f"{parts} tz={zone}"
+        shown = repr(given)
+        return type(given).__qualname__ + ("" if " at 0x" in shown else f" {shown}")
 
 
 def derived_identity(schedule_: BaseSchedule) -> Hashable | None:
@@ -266,6 +306,7 @@ def build_entry(
         raise EntryError(f"entry {name!r}: 'kwargs' and 'options' must be dicts")
     relative = bool(definition.get("relative", False))
     try:
+        fingerprint = shared.fingerprint(definition.get("schedule"), relative)
         mode = catch_up_mode(definition.get("catch_up", settings.catch_up), "catch_up")
         window = (
             catch_up_window(definition["catch_up_window"], "catch_up_window")
@@ -289,4 +330,5 @@ def build_entry(
         relative,
         mode,
         None if window is None else round(window * 1000),
+        fingerprint,
     )

@@ -50,6 +50,9 @@ class Lease:
         self._heartbeat_due = 0.0
         self._outage: str | None = None
         self._backoff = self.standby_interval / 2
+        #: A digest of this beat's schedule, shown to the other beats through the heartbeat.
+        self.schedule_digest = ""
+        self._warned_digest: str | None = None
 
     def maintain(self, store: Store, now: float) -> bool:
         """Renew or acquire as the role asks. True when this call made this beat the leader."""
@@ -86,7 +89,7 @@ class Lease:
 
     def _heartbeat(self, store: Store, role: str, now: float) -> None:
         if role == LEADER or now >= self._heartbeat_due:
-            store.heartbeat(self.token, role, self.ttl_ms)
+            store.heartbeat(self.token, role, self.ttl_ms, self.schedule_digest)
             self._heartbeat_due = now + self.renew_interval
 
     def _became(self, role: str, store: Store, what: str) -> None:
@@ -110,6 +113,23 @@ class Lease:
             holder.token if holder else "nobody",
             self.standby_interval,
         )
+        if holder is not None:
+            self._compare_schedules(store, holder.token)
+
+    def _compare_schedules(self, store: Store, leader: str) -> None:
+        """Warn once when the leader runs another schedule: two apps that share one store and
+        prefix share one lease, and only one of them runs."""
+        theirs = next((beat.schedule_digest for beat in store.beats() if beat.token == leader), "")
+        if not theirs or not self.schedule_digest or theirs == self.schedule_digest:
+            return
+        if self._warned_digest != theirs:
+            self._warned_digest = theirs
+            logger.warning(
+                "beat: the leader %s runs a different schedule than this beat; expected for a "
+                "moment during a deploy, but if it belongs to another app, give each app its "
+                "own hashbeat_key_prefix, or only one of them will ever run its tasks",
+                leader,
+            )
 
     def failed(self, exc: BaseException, now: float) -> None:
         """The store did not answer: stand by (enqueue nothing) and retry with backoff."""

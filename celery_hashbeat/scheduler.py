@@ -9,8 +9,10 @@ and publishes only what it claimed (DESIGN.md §5), with a task id derived from 
 from __future__ import annotations
 
 import gc
+import hashlib
 import time
 import uuid
+from functools import cached_property
 from heapq import heapify, heappop, heappush
 from typing import TYPE_CHECKING, Any, cast
 
@@ -19,21 +21,23 @@ from celery.beat import BeatLazyFunc
 from celery.utils.log import get_logger
 from kombu.utils.url import maybe_sanitize_url
 
+from celery_hashbeat.background import Abandoned, Guarded, Runner
 from celery_hashbeat.entries import Entry, EntryError, SharedSlots, build_entry
 from celery_hashbeat.lease import Lease, new_token
+from celery_hashbeat.publishing import TRANSIENT_ERRORS, Batch, Outcome, Settled
 from celery_hashbeat.settings import Settings
 from celery_hashbeat.slots import to_datetime
-from celery_hashbeat.stopping import stop_signals_held
+from celery_hashbeat.stopping import GRACE, StopRequests
 from celery_hashbeat.store import open_store
-from celery_hashbeat.store.base import StoreConfigError
+from celery_hashbeat.store.base import StoreConfigError, StoreUnavailable
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Iterable, Mapping
 
     from celery import Celery
     from celery.beat import ScheduleEntry
 
-    from celery_hashbeat.store.base import Store
+    from celery_hashbeat.store.base import Fence, Store
 
 logger = get_logger(__name__)
 
@@ -46,6 +50,9 @@ BATCH = 1000
 
 #: After a failed publish (its claim given back), the slot is retried this much later (ms).
 PUBLISH_RETRY_MS = 1000
+
+#: A publish that waits longer than this for the broker (seconds, at least) is left behind.
+PUBLISH_TIMEOUT = 5.0
 
 
 def slot_task_id(entry: str, slot: int) -> str:
@@ -76,6 +83,15 @@ class Scheduler(beat.Scheduler):
         self._ticking = False
         self._close_requested = False
         self._closed = False
+        self._closing_at: float | None = None
+        self._stop = StopRequests()
+        self._store_io = Runner("hashbeat-store")
+        self._broker_io = Runner("hashbeat-publish")
+        #: Slots this beat claimed and has not sent (entry -> slot), to send when it leads again.
+        self._owed: dict[str, int] = {}
+        self._broker_outage: str | None = None
+        #: A publish waiting longer than this for the broker is left behind (seconds).
+        self.publish_timeout = max(self.settings.lease_ttl, PUBLISH_TIMEOUT)
         super().__init__(app, *args, **kwargs)
 
     @property
@@ -96,6 +112,7 @@ class Scheduler(beat.Scheduler):
         """Load (or reload) beat_schedule and Celery's default entries, then open the store."""
         self.merge_inplace(self.app.conf.beat_schedule)
         self.install_default_entries(self.entries)
+        self._lease.schedule_digest = schedule_digest(self.entries.values())
         # The schedule lives as long as the process: keeping it out of the cyclic collector's
         # full passes spares the beat pauses of tens of milliseconds at 100,000 entries.
         gc.freeze()
@@ -129,8 +146,7 @@ class Scheduler(beat.Scheduler):
                 current.active = False
             self.entries[name] = entry
             if self._lease.leader:
-                self._plan(entry, now, entry.start, None, now)
-                heappush(self._queue, self._item(entry, now))
+                self._anchor(entry, now)
 
     def add(self, **kwargs: Any) -> ScheduleEntry:
         name = kwargs.pop("name")
@@ -150,10 +166,14 @@ class Scheduler(beat.Scheduler):
 
     def _open_store(self) -> None:
         try:
-            self._store = open_store(
+            store = open_store(
                 self.settings.store_url,
                 prefix=self.settings.key_prefix,
                 **self.settings.store_options,
+            )
+            # Every store call runs where a stop need not wait for it (see ``background``).
+            self._store = cast(
+                "Store", Guarded(store, self._store_io, self._gave_up, StoreUnavailable)
             )
         except StoreConfigError:
             raise
@@ -163,7 +183,10 @@ class Scheduler(beat.Scheduler):
     # Ticking ----------------------------------------------------------------------------------
 
     def tick(self, *args: Any, **kwargs: Any) -> float:
-        """One pass: keep the lease, enqueue what is due, and say how long to sleep."""
+        """One pass: keep the lease, enqueue what is due, and say how long to sleep. A stop
+        requested meanwhile is answered when the pass ends (see ``stopping``)."""
+        self._stop.install()
+        self._stop.ticking(True)
         self._ticking = True
         try:
             return self._tick()
@@ -171,9 +194,12 @@ class Scheduler(beat.Scheduler):
             self._ticking = False
             if self._close_requested:
                 self.close()
+            self._stop.ticking(False)
 
     def _tick(self) -> float:
         lease = self._lease
+        if self._stop.requested:
+            return 0.0
         if time.monotonic() >= lease.due:
             self._maintain()
         queue = self._queue
@@ -197,22 +223,59 @@ class Scheduler(beat.Scheduler):
             self._take_over(self._store)
 
     def _take_over(self, store: Store) -> None:
-        """As the new leader, read every entry's fence and catch up from it (DESIGN.md §5)."""
+        """As the new leader, read every entry's fence and catch up from it (DESIGN.md §5).
+
+        An entry the store has never seen, or whose schedule changed, is anchored at now first:
+        its slots count from there whichever beat leads next, so an interval keeps its phase
+        across leader changes and a changed schedule is never caught up into the past.
+        """
+        now = self.now_ms()
         try:
-            fences = store.last_slots()
+            fences = store.fences()
             gone = [name for name in fences if name not in self.entries and name not in self.broken]
             if gone:
-                store.forget(gone)
+                store.forget(self.token, gone)
+            fresh = {
+                name: (now, entry.fingerprint)
+                for name, entry in self.entries.items()
+                if _needs_anchor(fences.get(name), entry.fingerprint)
+            }
+            if fresh:
+                fences.update(store.anchor(self.token, fresh))
         except Exception as exc:
             self._lease.failed(exc, time.monotonic())
             return
-        now = self.now_ms()
         for name, entry in self.entries.items():
-            self._plan(entry, now, entry.start, fences.get(name), now)
+            self._plan(entry, now, self._resume, entry, fences.get(name), now)
         queue = [self._item(entry, now) for entry in self.entries.values()]
         heapify(queue)
         self._queue = queue
+        self._owed.clear()
         logger.debug("beat: leading %d entries (%d forgotten)", len(queue), len(gone))
+
+    def _resume(self, entry: Entry, fence: Fence | None, now: int) -> None:
+        """Plan ``entry`` from its fence; a slot this beat claimed and never sent is sent now
+        (its claim is this beat's own, so claiming it again succeeds)."""
+        if (
+            fence is not None
+            and fence.token == self.token
+            and self._owed.get(entry.name) == fence.slot
+        ):
+            entry.slot, entry.pending = fence.slot, None
+            return
+        entry.start(None if fence is None else fence.slot, now)
+
+    def _anchor(self, entry: Entry, now: int) -> None:
+        """Plan an entry added or changed while leading, from its anchor in the store."""
+        store = self._store
+        assert store is not None
+        try:
+            fence = store.anchor(self.token, {entry.name: (now, entry.fingerprint)}).get(entry.name)
+        except Exception as exc:
+            self._lease.failed(exc, time.monotonic())
+            return
+        self._plan(entry, now, self._resume, entry, fence, now)
+        heappush(self._queue, self._item(entry, now))
 
     def _plan(self, entry: Entry, now: int, step: Callable[..., Any], *args: Any) -> Any:
         """Run one planning step of ``entry``. A schedule that cannot say its next slot is logged
@@ -234,11 +297,10 @@ class Scheduler(beat.Scheduler):
         due = now + int(self.max_wait * 1000) if slot is None else slot
         return (due, entry.order, entry)
 
-    def _dispatch(self, now: int) -> None:
-        """Claim every due slot (up to BATCH) in one store call; publish only what was claimed."""
+    def _due(self, now: int) -> list[Entry]:
+        """Pop the entries whose slot is due (up to BATCH), planning any that need it."""
         queue = self._queue
         batch: list[Entry] = []
-        wanted: dict[str, int] = {}
         while queue and queue[0][0] <= now and len(batch) < BATCH:
             entry = heappop(queue)[2]
             if not entry.active:
@@ -247,69 +309,159 @@ class Scheduler(beat.Scheduler):
                 self._plan(entry, now, entry.start, None, now)
             elif self._plan(entry, now, entry.ready, now):
                 batch.append(entry)
-                wanted[entry.name] = entry.slot
                 continue
             heappush(queue, self._item(entry, now))
+        return batch
+
+    def _dispatch(self, now: int) -> None:
+        """Claim every due slot (up to BATCH) in one store call; publish only what was claimed;
+        give back, in one more call, what could not go out."""
+        batch = self._due(now)
         if not batch:
             return
         store = self._store
         assert store is not None
-        claimed: dict[str, int | None] = {}
-        started = 0
+        wanted = {entry.name: (cast(int, entry.slot), entry.fingerprint) for entry in batch}
         try:
-            try:
-                with stop_signals_held():
-                    claimed = store.claim(self.token, wanted)
-            except Exception as exc:
-                self._lease.failed(exc, time.monotonic())
-                return
+            claimed = store.claim(self.token, wanted)
+        except Exception as exc:
+            # The claim may have been made and its reply lost: remember the slots, so that this
+            # beat, leading again, sends them (DESIGN.md §10).
+            self._owed.update((name, slot) for name, (slot, _) in wanted.items())
             for entry in batch:
-                started += 1
-                slot = wanted[entry.name]
-                if entry.name in claimed and not self._publish(entry, slot):
-                    self._give_back(store, entry, slot, claimed[entry.name])
-                    heappush(queue, (now + PUBLISH_RETRY_MS, entry.order, entry))
-                    continue
-                self._plan(entry, now, entry.advance, slot, now)
-                heappush(queue, self._item(entry, now))
-        except BaseException:
-            # A stop (SystemExit from Celery's SIGTERM handler) lands between publishes: the
-            # claims whose message did not go out are given back for the next leader to send.
-            for entry in batch[max(started - 1, 0) :]:
-                slot = wanted[entry.name]
-                if entry.name in claimed and entry.last_slot != slot:
-                    self._give_back(store, entry, slot, claimed[entry.name])
-            raise
+                heappush(self._queue, self._item(entry, now))
+            self._lease.failed(exc, time.monotonic())
+            return
+        mine = [(entry, cast(int, entry.slot)) for entry in batch if entry.name in claimed]
+        for entry in batch:
+            if entry.name not in claimed:  # a later slot is fenced already: move on
+                self._plan(entry, now, entry.advance, entry.slot, now)
+                heappush(self._queue, self._item(entry, now))
+        self._owed.update((entry.name, slot) for entry, slot in mine)
+        if mine:
+            self._settle(store, self._publish_batch(mine), now)
         if len(claimed) < len(batch):
             self._lease.due = 0.0
             self._maintain()
 
-    def _give_back(self, store: Store, entry: Entry, slot: int, previous: int | None) -> None:
+    def _publish_batch(self, slots: list[tuple[Entry, int]]) -> list[Settled[Entry]]:
+        """Publish on the helper thread; renew the lease while waiting, and cut the batch short
+        on a stop, a lost lease or a broker that stops answering."""
+        batch = Batch(slots, self._send_slot, self.transient_errors)
+
+        def give_up() -> bool:
+            if self._stop.requested:
+                batch.cancel()
+                return self._stop.overdue()
+            if batch.in_flight_for() > self.publish_timeout:
+                logger.error(
+                    "beat: the broker has not answered a publish for %.0fs; leaving it behind "
+                    "(its slot may or may not arrive) and retrying the rest on a new connection",
+                    self.publish_timeout,
+                )
+                return True
+            if time.monotonic() >= self._lease.due:
+                self._maintain()
+            return not self._lease.leader
+
         try:
-            store.unclaim(self.token, entry.name, slot, previous)
+            self._broker_io.call(batch.run, give_up=give_up)
+        except Abandoned:
+            # The stuck thread keeps the connection it is using; the next publish gets its own.
+            self.__dict__.pop("producer", None)
+            self.__dict__.pop("connection", None)
+        return batch.settle()
+
+    def _settle(self, store: Store, settled: list[Settled[Entry]], now: int) -> None:
+        """Move every entry on by its outcome; give back, in one call, the claims whose slot
+        did not go out, to be retried shortly."""
+        back: dict[str, int] = {}
+        failure: BaseException | None = None
+        for entry, slot, outcome, error in settled:
+            if outcome is Outcome.FAILED or outcome is Outcome.UNSENT:
+                back[entry.name] = slot
+                heappush(self._queue, (now + PUBLISH_RETRY_MS, entry.order, entry))
+                failure = failure or error
+                continue
+            if outcome is Outcome.SENT:
+                entry.last_slot = slot
+                entry.total_run_count += 1
+            elif outcome is Outcome.DROPPED:
+                logger.error(
+                    "beat: %s slot %s can never be sent, so it is dropped (%s: %s); fix the "
+                    "entry's args, kwargs or options",
+                    entry.name,
+                    slot_iso(slot),
+                    type(error).__name__,
+                    error,
+                )
+            else:
+                logger.warning(
+                    "beat: %s slot %s may or may not have reached the broker; it is not sent "
+                    "again (at most once per slot)",
+                    entry.name,
+                    slot_iso(slot),
+                )
+            self._owed.pop(entry.name, None)
+            self._plan(entry, now, entry.advance, slot, now)
+            heappush(self._queue, self._item(entry, now))
+        self._broker_state(failure, len(back), any(s.outcome is Outcome.SENT for s in settled))
+        if back:
+            self._give_back(store, back)
+
+    def _broker_state(self, failure: BaseException | None, waiting: int, sent: bool) -> None:
+        """One log line when the broker stops answering and one when it answers again."""
+        if failure is not None:
+            if self._broker_outage is None:
+                logger.warning(
+                    "beat: the broker is not answering (%s: %s): %d slot(s) given back and "
+                    "retried every %.0fs until it does",
+                    type(failure).__name__,
+                    failure,
+                    waiting,
+                    PUBLISH_RETRY_MS / 1000,
+                )
+            self._broker_outage = str(failure) or type(failure).__name__
+        elif sent and self._broker_outage is not None:
+            logger.info("beat: the broker answers again (after: %s)", self._broker_outage)
+            self._broker_outage = None
+
+    def _give_back(self, store: Store, back: dict[str, int]) -> None:
+        try:
+            given = store.unclaim(self.token, back)
         except Exception as exc:
+            given = set()
             self._lease.failed(exc, time.monotonic())
+        for name in given:
+            self._owed.pop(name, None)
+        kept = len(back) - len(given)
+        if kept:
+            logger.warning(
+                "beat: %d claimed slot(s) could not be given back (%s); this beat sends them "
+                "when it leads again, and until then they are owed",
+                kept,
+                ", ".join(sorted(set(back) - given)[:5]),
+            )
 
     # Publishing -------------------------------------------------------------------------------
 
-    def _publish(self, entry: Entry, slot: int) -> bool:
+    def _send_slot(self, entry: Entry, slot: int) -> None:
         when = slot_iso(slot)
         logger.info("Scheduler: Sending due task %s (%s) slot %s", entry.name, entry.task, when)
-        try:
-            with stop_signals_held():
-                self.send(entry, slot_task_id(entry.name, slot), when)
-                entry.last_slot = slot
-        except Exception as exc:
-            logger.error(
-                "Message Error: could not send %s for slot %s (%s); retrying",
-                entry.name,
-                when,
-                exc,
-                exc_info=True,
-            )
-            return False
-        entry.total_run_count += 1
-        return True
+        self.send(entry, slot_task_id(entry.name, slot), when)
+
+    @cached_property
+    def transient_errors(self) -> tuple[type[BaseException], ...]:
+        """What a publish raises while the broker cannot be reached: kombu's wrapper, the
+        socket's errors, and the transport's own connection errors."""
+        transport_errors = tuple(self.app.connection_for_write().connection_errors)
+        return TRANSIENT_ERRORS + transport_errors
+
+    @cached_property
+    def producer(self) -> Any:
+        """A producer that connects on first publish, within the publish's own retry policy
+        (Celery's connects up front and retries for minutes, deaf to a stop)."""
+        return self.Producer(self.connection, auto_declare=False)  # type: ignore[attr-defined]
 
     def send(self, entry: Entry, task_id: str, when: str) -> Any:
         """Publish one slot of ``entry`` with its options, as Celery's scheduler would, plus the
@@ -337,15 +489,22 @@ class Scheduler(beat.Scheduler):
 
     # Shutting down ----------------------------------------------------------------------------
 
+    def _gave_up(self) -> bool:
+        """Whether a store call under way may be left behind: a stop or a close has waited
+        long enough for it."""
+        closing = self._closing_at
+        return self._stop.overdue() or (closing is not None and time.monotonic() - closing >= GRACE)
+
     def close(self) -> None:
-        """Release the lease and the store. Called from a signal handler mid-tick, it waits for
-        the tick to unwind, so a store call is never interrupted by another."""
+        """Release the lease, the store and the broker connection, waiting at most a moment for
+        each. Called from a signal handler mid-tick, it waits for the tick to wind down."""
         if self._closed:
             return
         if self._ticking:
             self._close_requested = True
             return
         self._closed = True
+        self._closing_at = time.monotonic()
         store = self._store
         if store is not None:
             self._lease.release(store)
@@ -353,7 +512,13 @@ class Scheduler(beat.Scheduler):
                 store.close()
             except Exception:
                 logger.debug("beat: closing the store failed", exc_info=True)
-        super().close()
+        self._stop.uninstall()
+        try:
+            self._broker_io.call(super().close, give_up=self._gave_up)
+        except Abandoned:
+            logger.info("beat: the broker did not answer the goodbye; leaving its connection")
+        self._broker_io.close()
+        self._store_io.close()
 
     @property
     def info(self) -> str:
@@ -364,3 +529,17 @@ class Scheduler(beat.Scheduler):
             f"    . lease -> {settings.lease_ttl:g}s, renewed every {settings.renew_interval:g}s; "
             f"catch-up {settings.catch_up}"
         )
+
+
+def _needs_anchor(fence: Fence | None, fingerprint: str) -> bool:
+    """Whether the store has nothing to count the entry's slots from, or only a fence of another
+    schedule (one whose fingerprint was not recorded counts as this one)."""
+    return fence is None or fence.fingerprint not in (None, fingerprint)
+
+
+def schedule_digest(entries: Iterable[Entry]) -> str:
+    """What this beat runs, in a few characters: the same for beats of one configuration."""
+    digest = hashlib.sha256()
+    for name, fingerprint in sorted((entry.name, entry.fingerprint) for entry in entries):
+        digest.update(f"{name}\x1f{fingerprint}\x1e".encode())
+    return digest.hexdigest()[:16]

@@ -1,0 +1,122 @@
+"""The promises of DESIGN.md §10 that one process shows: in-process schedulers against the real
+Redis (store and broker) on a clock the tests move. The multi-process faults (signals, a broker
+behind a fault proxy) are in tests/chaos."""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from datetime import timedelta
+
+import pytest
+import redis
+from celery import Celery
+
+from celery_hashbeat import hashcron
+from celery_hashbeat.store import open_store
+
+from .conftest import Broker, Clock, run_for, ticks
+from .test_scheduler import START, Make, drain, iso
+
+
+def test_a_message_that_can_never_be_sent_is_dropped_once_per_slot(
+    app: Celery, broker: Broker, clock: Clock, schedulers: Make, caplog: pytest.LogCaptureFixture
+) -> None:
+    app.conf.beat_schedule = {
+        "unserialisable": {
+            "task": "t",
+            "schedule": hashcron("* * * * * *"),
+            "kwargs": {"when": object()},  # JSON cannot carry it: the publish can never succeed
+        },
+        "fine": {"task": "t", "schedule": hashcron("* * * * * *")},
+    }
+    beat = schedulers(clock)
+    ticks(beat)
+    with caplog.at_level(logging.INFO, logger="celery_hashbeat"):
+        for _ in range(3):
+            clock.advance(1)
+            drain(beat)
+            ticks(beat, times=5)  # more ticks within the same second retry nothing
+    dropped = [r for r in caplog.records if "can never be sent" in r.getMessage()]
+    assert len(dropped) == 3, [r.getMessage() for r in dropped]
+    assert all("unserialisable" in r.getMessage() for r in dropped)
+    assert not any(r.exc_info for r in dropped)  # one line each, no traceback
+    assert [entry for entry, _ in broker.slots()] == ["fine"] * 3
+    # The dropped slots keep their claims: no other beat sends them later.
+    store = open_store(app.conf.hashbeat_store_url, app.conf.hashbeat_key_prefix)
+    assert store.last_slots(["unserialisable"]) == {"unserialisable": START + 3000}
+    store.close()
+
+
+def test_a_plain_interval_keeps_its_phase_across_leader_changes(
+    app: Celery, broker: Broker, clock: Clock, schedulers: Make
+) -> None:
+    app.conf.beat_schedule = {"every-30s": {"task": "t", "schedule": timedelta(seconds=30)}}
+    beats = [schedulers(clock), schedulers(clock)]
+    ticks(*beats)
+    for second in range(1, 106):
+        clock.advance(1)
+        ticks(*beats, times=2)
+        if second % 20 == 0:  # a rolling restart every 20 s, shorter than the interval
+            leader = next(beat for beat in beats if beat.is_leader)
+            leader.close()
+            beats = [beat for beat in beats if beat is not leader] + [schedulers(clock)]
+            run_for(beats[0], 2.0, until=lambda beat=beats[0]: beat.is_leader)
+    sent = [slot for _, slot in broker.slots("every-30s")]
+    assert sent == [iso(START + k * 30_000) for k in (1, 2, 3)]
+
+
+@pytest.mark.parametrize("changed", [False, True])
+def test_a_changed_schedule_is_not_caught_up_into_the_past(
+    app: Celery, broker: Broker, clock: Clock, schedulers: Make, changed: bool
+) -> None:
+    app.conf.hashbeat_catch_up = "all"
+    app.conf.beat_schedule = {"e": {"task": "t", "schedule": hashcron("*/10 * * * *")}}
+    beat = schedulers(clock)
+    ticks(beat)
+    clock.advance(600)
+    drain(beat)
+    assert broker.slots("e") == [("e", iso(START + 600_000))]
+    beat.close()
+    # Every beat is down for half an hour; they come back with (or without) a new schedule.
+    clock.advance(1800)
+    if changed:
+        app.conf.beat_schedule = {"e": {"task": "t", "schedule": hashcron("* * * * *")}}
+    broker.new()
+    beat = schedulers(clock)
+    drain(beat)
+    caught_up = [slot for _, slot in broker.slots("e")][1:]
+    if changed:  # nothing back-dated: the new schedule starts at its next slot after now
+        assert caught_up == []
+        clock.advance(60)
+        drain(beat)
+        assert [slot for _, slot in broker.slots("e")][1:] == [iso(START + 2_460_000)]
+    else:  # unchanged: the missed slots are caught up, as catch_up="all" promises
+        assert caught_up == [iso(START + 600_000 * k) for k in (2, 3, 4)]
+
+
+def test_an_unreadable_fence_is_skipped_and_does_not_stop_the_beat(
+    app: Celery,
+    broker: Broker,
+    clock: Clock,
+    schedulers: Make,
+    redis_url: str,
+    key_prefix: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    app.conf.beat_schedule = {
+        name: {"task": "t", "schedule": hashcron("* * * * * *")} for name in ("hurt", "whole")
+    }
+    client = redis.Redis.from_url(redis_url)
+    client.hset(f"{{{key_prefix}}}:fired", "hurt", "not a slot")
+    client.close()
+    beat = schedulers(clock)
+    with caplog.at_level(logging.WARNING):
+        ticks(beat)
+        for _ in range(3):
+            clock.advance(1)
+            drain(beat)
+    assert beat.is_leader
+    assert Counter(entry for entry, _ in broker.slots()) == {"hurt": 3, "whole": 3}
+    warnings = [r for r in caplog.records if "not a slot" in r.getMessage()]
+    assert len(warnings) == 1, [r.getMessage() for r in caplog.records]
