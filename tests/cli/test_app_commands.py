@@ -24,7 +24,7 @@ def test_schedule_lists_every_entry_resolved(invoke: Invoke, app_store: Store) -
     token = "host:1:test"
     assert app_store.acquire(token, 10_000)
     last = (int(time.time()) // 3600 - 1) * 3600 * 1000
-    app_store.claim(token, {"cleanup": last})
+    app_store.claim(token, {"cleanup": (last, "fp")})
     result = invoke("schedule", "-A", APP, "--json")
     assert result.exit_code == 0, result.output
     rows = {row["name"]: row for row in json.loads(result.stdout)["entries"]}
@@ -77,7 +77,7 @@ def test_status_check_follows_the_lease(invoke: Invoke, app_store: Store) -> Non
     token = "host:42:abc"
     assert app_store.acquire(token, 30_000)
     app_store.heartbeat(token, "leader", 30_000)
-    app_store.claim(token, {"refresh-prices": 1_700_000_000_000})
+    app_store.claim(token, {"refresh-prices": (1_700_000_000_000, "fp")})
     result = invoke("status", "-A", APP, "--check")
     assert result.exit_code == 0, result.output
     assert f"leader    {token}" in result.stdout

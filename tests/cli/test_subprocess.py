@@ -45,7 +45,7 @@ def test_lint_exit_codes(run: Run) -> None:
 
 def test_celery_hashbeat_schedule(run: Run, store: Store) -> None:
     assert store.acquire("host:9:x", 10_000)
-    store.claim("host:9:x", {"nightly-report": 1_700_000_000_000})
+    store.claim("host:9:x", {"nightly-report": (1_700_000_000_000, "fp")})
     done = run("celery", "-A", APP, "hashbeat", "schedule", "--json")
     assert done.returncode == 0, done.stderr
     rows = {row["name"]: row for row in json.loads(done.stdout)["entries"]}
