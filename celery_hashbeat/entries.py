@@ -162,13 +162,19 @@ class Entry(ScheduleEntry):
         if following > now:
             self.slot = following
             return
-        missed = self._missed(done, now)
-        if not missed:
-            self.slot = self.source.next_after(now)
+        self._head(self._missed(done, now), done, now)
+
+    def _head(self, kept: list[int], done: int, now: int) -> None:
+        """Head the entry with the missed slots kept, or, with none kept, with the first slot
+        after now along its own schedule (from ``done``, so a chained interval keeps its
+        phase)."""
+        if kept:
+            self.slot = kept[0]
+            self.pending = kept[:0:-1] or None
             return
-        self.slot = missed[0]
-        if len(missed) > 1:
-            self.pending = missed[:0:-1]
+        last = self.source.recent(done, now, 1)
+        self.slot = self.source.next_after(last[-1] if last else done)
+        self.pending = None
 
     def _missed(self, after: int, now: int) -> list[int]:
         if self.catch_up == "skip":
@@ -183,9 +189,11 @@ class Entry(ScheduleEntry):
         slot = self.slot
         assert slot is not None
         if self.pending is None and self.source.next_after(slot) <= now:
-            kept = self._missed(slot - 1, now)
-            self.slot = slot = kept[0] if kept else self.source.next_after(now)
-            self.pending = kept[:0:-1] or None
+            kept = self._missed(slot, now)
+            if self.catch_up == "all" and (self.window is None or slot >= now - self.window):
+                kept = [slot, *kept][-ALL_CAP:]
+            self._head(kept, slot, now)
+            slot = cast(int, self.slot)
         if self.window is not None and slot < now - self.window:
             self.advance(slot, now)
         return self.slot is not None and self.slot <= now

@@ -11,6 +11,7 @@ from datetime import timedelta
 import pytest
 import redis
 from celery import Celery
+from celery.beat import BeatLazyFunc
 
 from celery_hashbeat import hashcron
 from celery_hashbeat.store import open_store
@@ -120,3 +121,33 @@ def test_an_unreadable_fence_is_skipped_and_does_not_stop_the_beat(
     assert Counter(entry for entry, _ in broker.slots()) == {"hurt": 3, "whole": 3}
     warnings = [r for r in caplog.records if "not a slot" in r.getMessage()]
     assert len(warnings) == 1, [r.getMessage() for r in caplog.records]
+
+
+def test_a_broker_outage_keeps_an_intervals_phase_and_loses_nothing(
+    app: Celery, broker: Broker, clock: Clock, schedulers: Make
+) -> None:
+    """Slots given back while the broker is down are retried late; catching up must walk the
+    interval's own chain from them, not shift it to the retry's moment."""
+    attempts: list[int] = []
+
+    def down_three_times() -> str:
+        attempts.append(1)
+        if len(attempts) <= 3:
+            raise ConnectionRefusedError(111, "broker down")
+        return "up"
+
+    app.conf.hashbeat_catch_up = "all"
+    app.conf.beat_schedule = {
+        "plain-1s": {
+            "task": "t",
+            "schedule": timedelta(seconds=1),
+            "kwargs": {"v": BeatLazyFunc(down_three_times)},
+        }
+    }
+    beat = schedulers(clock)
+    ticks(beat)
+    for _ in range(8):
+        clock.now += 1.0003  # a retry never lands exactly on a slot
+        drain(beat)
+    sent = [slot for _, slot in broker.slots("plain-1s")]
+    assert sent == [iso(START + k * 1000) for k in range(1, 9)]
