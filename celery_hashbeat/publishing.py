@@ -6,18 +6,22 @@ hung broker behind. Each slot ends in exactly one state:
 
 - ``SENT``: the broker took the message;
 - ``DROPPED``: the message can never be sent (it cannot be serialised, names an unknown queue...);
-- ``FAILED``: the broker could not be reached: the claim is to be given back and retried;
+- ``FAILED``: the broker refused the connection, so the message surely never reached it: the
+  claim is to be given back and retried;
 - ``UNSENT``: never started, because the batch was cut short: the claim is to be given back;
-- ``UNKNOWN``: still under way when the batch was cut short: it may have gone out or not, so its
-  claim is kept (at most once).
+- ``UNKNOWN``: the connection broke or timed out mid-publish, or the message was still under way
+  when the batch was cut short: it may have gone out or not, so its claim is kept (at most once).
 
-After the first ``FAILED`` slot the batch stops: a broker that is down would fail every message
-the same way, each after its own retries.
+Each message gets one attempt (the scheduler turns Celery's publish retry off): a retry after a
+connection lost mid-publish could send the message twice. After the first ``FAILED`` or
+``UNKNOWN`` slot the batch stops, and the rest are given back: a broker in trouble would fail
+every message the same way.
 """
 
 from __future__ import annotations
 
 import enum
+import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -48,6 +52,19 @@ class Settled(NamedTuple, Generic[E]):
 #: Errors that mean "the broker is not reachable now", whatever the transport; anything else a
 #: publish raises is a property of the message and would fail the same way every time.
 TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (OperationalError, OSError, TimeoutError)
+
+
+def never_reached(exc: BaseException) -> bool:
+    """Whether a failed publish surely sent nothing: the connection was refused, or the broker's
+    name did not resolve (kombu wraps the socket's error; look down the chain)."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, ConnectionRefusedError | socket.gaierror):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False
 
 
 class Batch(Generic[E]):
@@ -81,12 +98,17 @@ class Batch(Generic[E]):
                 self._send(entry, slot)
             except Exception as exc:
                 self.errors[index] = exc
-                outcome = Outcome.FAILED if isinstance(exc, self._transient) else Outcome.DROPPED
+                outcome = self._classify(exc)
             with self._lock:
                 self.outcomes[index] = outcome
                 self._in_flight_since = None
-            if outcome is Outcome.FAILED:
+            if outcome is Outcome.FAILED or outcome is Outcome.UNKNOWN:
                 return
+
+    def _classify(self, exc: BaseException) -> Outcome:
+        if not isinstance(exc, self._transient):
+            return Outcome.DROPPED
+        return Outcome.FAILED if never_reached(exc) else Outcome.UNKNOWN
 
     def cancel(self) -> None:
         """Start no further message; the one under way (if any) is left to finish."""

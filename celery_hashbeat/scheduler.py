@@ -330,6 +330,11 @@ class Scheduler(beat.Scheduler):
             self._owed.update((name, slot) for name, (slot, _) in wanted.items())
             for entry in batch:
                 heappush(self._queue, self._item(entry, now))
+            logger.warning(
+                "beat: the claim of %d slot(s) got no answer; if the store made it, this beat "
+                "sends them when it leads again",
+                len(wanted),
+            )
             self._lease.failed(exc, time.monotonic())
             return
         mine = [(entry, cast(int, entry.slot)) for entry in batch if entry.name in claimed]
@@ -396,11 +401,13 @@ class Scheduler(beat.Scheduler):
                     error,
                 )
             else:
+                failure = failure or error
                 logger.warning(
-                    "beat: %s slot %s may or may not have reached the broker; it is not sent "
-                    "again (at most once per slot)",
+                    "beat: %s slot %s may or may not have reached the broker (%s); it is not "
+                    "sent again (at most once per slot)",
                     entry.name,
                     slot_iso(slot),
+                    "cut short" if error is None else f"{type(error).__name__}: {error}",
                 )
             self._owed.pop(entry.name, None)
             self._plan(entry, now, entry.advance, slot, now)
@@ -474,6 +481,9 @@ class Scheduler(beat.Scheduler):
             "hashbeat_slot": when,
         }
         options["task_id"] = task_id
+        # One attempt per message: beat retries a slot itself, and only when it surely did not
+        # reach the broker (see ``publishing``); Celery's retry could send it twice.
+        options.setdefault("retry", False)
         args, kwargs = entry.args, entry.kwargs
         if entry.lazy:
             args = tuple(arg() if isinstance(arg, BeatLazyFunc) else arg for arg in args)

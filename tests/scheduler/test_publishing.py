@@ -17,12 +17,23 @@ def outcomes(batch: Batch[str]) -> dict[str, Outcome]:
     return {entry: outcome for entry, _, outcome, _ in batch.settle()}
 
 
+def refused() -> OperationalError:
+    """kombu's error for a broker that refused the connection, with the socket's error inside."""
+    try:
+        raise ConnectionRefusedError(111, "Connection refused")
+    except ConnectionRefusedError as exc:
+        try:
+            raise OperationalError("[Errno 111] Connection refused") from exc
+        except OperationalError as wrapped:
+            return wrapped
+
+
 def test_a_batch_stops_at_the_first_unreachable_broker_and_drops_what_can_never_go() -> None:
     def send(entry: str, slot: int) -> None:
         if entry == "bad":
             raise EncodeError("cannot serialise")
         if entry == "down":
-            raise OperationalError("connection refused")
+            raise refused()
 
     batch = Batch([("a", 1), ("bad", 1), ("b", 1), ("down", 1), ("c", 1)], send)
     batch.run()
@@ -35,6 +46,19 @@ def test_a_batch_stops_at_the_first_unreachable_broker_and_drops_what_can_never_
     }
     errors = {entry: type(error) for entry, _, _, error in batch.settle() if error}
     assert errors == {"bad": EncodeError, "down": OperationalError}
+
+
+def test_a_connection_lost_mid_publish_keeps_its_claim() -> None:
+    """The broker may have taken the message before the connection broke: sending it again
+    could deliver it twice, so it is neither retried nor given back."""
+
+    def send(entry: str, slot: int) -> None:
+        if entry == "cut":
+            raise OperationalError("Connection closed by server.")
+
+    batch = Batch([("a", 1), ("cut", 1), ("b", 1)], send)
+    batch.run()
+    assert outcomes(batch) == {"a": Outcome.SENT, "cut": Outcome.UNKNOWN, "b": Outcome.UNSENT}
 
 
 def test_a_cancelled_batch_says_which_message_was_under_way() -> None:

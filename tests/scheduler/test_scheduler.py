@@ -228,7 +228,7 @@ def test_a_failed_publish_gives_its_claim_back(
     def flaky() -> str:
         attempts.append(1)
         if len(attempts) == 1:
-            raise ConnectionError("broker hiccup")
+            raise ConnectionRefusedError(111, "broker refused the connection")
         return "ok"
 
     app.conf.beat_schedule = {
