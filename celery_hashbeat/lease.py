@@ -30,6 +30,10 @@ STANDBY = "standby"
 #: The longest pause between attempts while the store is unreachable.
 BACKOFF_CAP = 5.0
 
+#: How soon a leader cut off from the store tries again while its lease may still hold: it may
+#: have claims whose replies were lost, and only it can recognise (and send) them.
+RECLAIM_RETRY = 0.1
+
 
 def new_token() -> str:
     """``hostname:pid:random``: says which process holds the lease, and is never reused."""
@@ -50,6 +54,8 @@ class Lease:
         self._heartbeat_due = 0.0
         self._outage: str | None = None
         self._backoff = self.standby_interval / 2
+        #: Until when (monotonic) the lease may still be this beat's, as far as it knows.
+        self._held_until = 0.0
         #: A digest of this beat's schedule, shown to the other beats through the heartbeat.
         self.schedule_digest = ""
         self._warned_digest: str | None = None
@@ -64,6 +70,7 @@ class Lease:
 
     def _renew(self, store: Store, now: float) -> bool:
         if store.renew(self.token, self.ttl_ms):
+            self._held_until = now + self.ttl_ms / 1000
             self._heartbeat(store, LEADER, now)
             self._answered()
             self.due = now + self.renew_interval
@@ -74,7 +81,12 @@ class Lease:
         return False
 
     def _acquire(self, store: Store, now: float) -> bool:
-        if store.acquire(self.token, self.ttl_ms):
+        # Its own lease, taken back after an outage, is not extended by acquire: renew it at once.
+        taken = store.acquire(self.token, self.ttl_ms) and (
+            now >= self._held_until or store.renew(self.token, self.ttl_ms)
+        )
+        if taken:
+            self._held_until = now + self.ttl_ms / 1000
             self.leader = True
             self._heartbeat(store, LEADER, now)
             self._answered()
@@ -136,7 +148,7 @@ class Lease:
         stepped_down = "stepped down as leader, " if self.leader else ""
         self.leader = False
         self._role = None
-        self.due = now + self._backoff
+        self.due = now + (RECLAIM_RETRY if now < self._held_until else self._backoff)
         if self._outage is None:
             self._outage = str(exc) or type(exc).__name__
             if isinstance(exc, StoreAuthError):
