@@ -5,13 +5,15 @@ Environment: ``HASHBEAT_CHAOS_BROKER``, ``HASHBEAT_CHAOS_STORE``, ``HASHBEAT_CHA
 ``HASHBEAT_CHAOS_QUEUE``, ``HASHBEAT_CHAOS_TTL`` (seconds), ``HASHBEAT_CHAOS_CATCH_UP``,
 ``HASHBEAT_CHAOS_SCHEDULE`` (a name from ``schedule_for``) and, optionally,
 ``HASHBEAT_CHAOS_PUBLISH_LOG``: a file where the beat appends ``entry, slot, publish time`` after
-every publish, for the punctuality benchmark.
+every publish, for the punctuality benchmark; ``HASHBEAT_CHAOS_IDLE_THREAD=1`` starts an idle
+thread at import, as error trackers and metrics exporters do (a signal may then reach any thread).
 """
 
 from __future__ import annotations
 
 import atexit
 import os
+import threading
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -107,3 +109,7 @@ if _publish_log_path:
             _publish_log.write(
                 f"{headers['hashbeat_entry']}\t{headers['hashbeat_slot']}\t{now:.6f}\n"
             )
+
+
+if os.environ.get("HASHBEAT_CHAOS_IDLE_THREAD") == "1":
+    threading.Thread(target=threading.Event().wait, name="idle-like-sentry", daemon=True).start()
