@@ -24,6 +24,7 @@ from celery_hashbeat.slots import (
     CronSlots,
     DerivedSlots,
     Slots,
+    crontab_slots,
     duration_ms,
     to_datetime,
     to_ms,
@@ -228,6 +229,11 @@ class SharedSlots:
         if type(given) is schedule and not given.relative:
             every = duration_ms(given.run_every)  # type: ignore[attr-defined]
             return self._share(("every", every), lambda: ChainSlots(every))
+        if type(given) is crontab:
+            zone = self.app.timezone
+            return self._share(
+                (derived_identity(given), str(zone)), lambda: crontab_slots(given, zone)
+            )
         if isinstance(given, BaseSchedule):
             identity = derived_identity(given)
             if identity is None:

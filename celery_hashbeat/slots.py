@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from celery.schedules import BaseSchedule
 
-from celery_hashbeat.expr import NoFireTimeError
+from celery_hashbeat.expr import NoFireTimeError, parse
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -25,7 +25,8 @@ if TYPE_CHECKING:
 
 UTC = timezone.utc
 
-#: How many slots a forward scan may step through before it re-anchors near the present.
+#: How many slots a catch-up walks forward from the last one sent before it searches back from
+#: the present instead.
 SCAN_LIMIT = 1000
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -61,24 +62,36 @@ class Slots(abc.ABC):
     def recent(self, low: int, high: int, limit: int) -> list[int]:
         """The last ``limit`` slots in ``(low, high]``, oldest first.
 
-        A forward scan; a source that can step backwards overrides it. A scan longer than
-        SCAN_LIMIT restarts a few steps before ``high``, so a schedule whose slots depend on where
-        the chain started is re-anchored there rather than walked for minutes.
+        A forward walk from ``low`` while it is short (exact even for a schedule whose slots
+        depend on where the chain started). A longer backlog is searched back from ``high``: a
+        window that grows fourfold until it holds ``limit`` slots or reaches ``low``, walked
+        forward each time, so irregular schedules (weekdays only, business hours) still give all
+        ``limit`` slots, in time proportional to the slots looked at.
         """
+        found, done = self._walk(low, high, limit, SCAN_LIMIT)
+        if done:
+            return found
+        span = max(self.next_after(high) - high, 1)
+        while True:
+            start = max(low, high - span)
+            found, _ = self._walk(start, high, limit, None)
+            if len(found) >= limit or start == low:
+                return found
+            span *= 4
+
+    def _walk(self, low: int, high: int, limit: int, steps: int | None) -> tuple[list[int], bool]:
+        """The last ``limit`` slots in ``(low, high]``, and whether the walk got to ``high``
+        within ``steps`` slots (None: no bound)."""
         found: deque[int] = deque(maxlen=limit)
         slot = self.next_after(low)
-        steps = 0
-        anchored = False
         while slot <= high:
+            if steps is not None and len(found) == limit and steps <= 0:
+                return list(found), False
             found.append(slot)
-            steps += 1
-            following = self.next_after(slot)
-            if steps >= SCAN_LIMIT and not anchored:
-                anchored = True
-                found.clear()
-                following = self.next_after(max(low, high - (following - slot) * (limit + 1)))
-            slot = following
-        return list(found)
+            slot = self.next_after(slot)
+            if steps is not None:
+                steps -= 1
+        return list(found), True
 
 
 class CronSlots(Slots):
@@ -110,6 +123,32 @@ class CronSlots(Slots):
             found.append(before * 1000)
         found.reverse()
         return found
+
+
+#: Celery's crontab fields, in cron's order, with each field's whole range.
+CRONTAB_FIELDS = (
+    ("minute", range(60)),
+    ("hour", range(24)),
+    ("day_of_month", range(1, 32)),
+    ("month_of_year", range(1, 13)),
+    ("day_of_week", range(7)),
+)
+
+
+def crontab_slots(schedule: Any, zone: Any) -> CronSlots:
+    """A Celery ``crontab`` evaluated by the engine, in the app's timezone.
+
+    Celery's own arithmetic reads hours in the timezone of the datetime it is handed and, before
+    5.7, steps across a DST change on the old UTC offset (07:00 Berlin fired at 08:00 on the
+    night the clocks moved). Its fields are plain value sets, so the engine, which handles
+    zones and DST by cron's rules, computes the same slots exactly; day fields combine with AND,
+    as Celery's do.
+    """
+    fields = []
+    for name, whole in CRONTAB_FIELDS:
+        values = sorted(getattr(schedule, name))
+        fields.append("*" if values == list(whole) else ",".join(map(str, values)))
+    return CronSlots(parse(" ".join(fields), tz=zone, day_and=True))
 
 
 class IntervalSlots(Slots):
@@ -163,13 +202,16 @@ class DerivedSlots(Slots):
     slot, deterministic whatever the real time and whichever beat asks.
     """
 
-    __slots__ = ("_after", "_frozen", "_next", "schedule")
+    __slots__ = ("_after", "_frozen", "_next", "_zone", "schedule")
 
     def __init__(self, schedule: BaseSchedule, app: Celery) -> None:
         clone: Any = copy.copy(schedule)
         clone.app = app
         clone.nowfun = self._now
         self.schedule = clone
+        #: Instants go to the schedule in the app's timezone, as Celery's own beat hands them
+        #: over: crontab before Celery 5.7 reads hours in the timezone of what it is given.
+        self._zone = clone.tz
         self._frozen = EPOCH
         self._after = -1
         self._next = -1
@@ -185,7 +227,7 @@ class DerivedSlots(Slots):
 
     def next_after(self, ms: int) -> int:
         if ms != self._after:
-            self._frozen = moment = to_datetime(ms)
+            self._frozen = moment = to_datetime(ms).astimezone(self._zone)
             remaining = self._estimate(moment)
             if remaining <= 0:
                 raise ValueError(f"{self.schedule!r} never moves past {moment.isoformat()}")

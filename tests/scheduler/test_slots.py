@@ -11,8 +11,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from celery_hashbeat import parse
-from celery_hashbeat.entries import ALL_CAP, Entry
-from celery_hashbeat.slots import ChainSlots, CronSlots, DerivedSlots, IntervalSlots, Slots, to_ms
+from celery_hashbeat.entries import ALL_CAP, Entry, SharedSlots
+from celery_hashbeat.slots import (
+    ChainSlots,
+    CronSlots,
+    DerivedSlots,
+    IntervalSlots,
+    Slots,
+    to_datetime,
+    to_ms,
+)
 
 UTC = timezone.utc
 T0 = to_ms(datetime(2030, 1, 1, tzinfo=UTC))
@@ -126,3 +134,71 @@ def test_a_new_entry_waits_for_its_next_slot() -> None:
     planned = entry(IntervalSlots(1000, 250), "all", None)
     planned.start(None, T0 + 5_000)
     assert planned.slot == T0 + 5_250
+
+
+@pytest.mark.parametrize(
+    ("given", "days"),
+    [
+        (crontab(minute=0, hour=9, day_of_week="mon-fri"), 5 * 365),  # five years behind
+        (crontab(minute="*/5", hour="9-17", day_of_week="mon-fri"), 30),  # business hours
+        (crontab(minute=30, hour=4, day_of_month="1,15"), 5 * 365),
+    ],
+)
+def test_a_long_backlog_of_an_irregular_schedule_still_gives_all_it_asks(
+    app: Celery, given: crontab, days: int
+) -> None:
+    """catch_up="all" asks for the last 100 missed slots; weekends, nights and month ends in
+    the backlog must not make it return fewer (it once gave 71 and 7)."""
+    source = SharedSlots(app).source("backlog", given, relative=False)
+    high = T0 + 2 * 24 * 60 * MINUTE + 17 * 60 * MINUTE  # a Thursday, 17:00 UTC
+    low = high - days * 24 * 60 * MINUTE
+    expected = brute(source, low, high)[-ALL_CAP:]
+    assert len(expected) == ALL_CAP
+    assert source.recent(low, high, ALL_CAP) == expected
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        crontab(minute=0, hour=9, day_of_week="mon-fri"),
+        crontab(minute="*/20", hour="1-3", day_of_month="1-7", day_of_week="sun"),
+        crontab(minute="15,45", month_of_year="2,3,10,11"),
+    ],
+)
+def test_a_crontab_gives_the_slots_celery_computes(given: crontab) -> None:
+    """The engine stands in for Celery's own arithmetic: both give the same slots, here in Paris
+    across a year, except across a DST change, where Celery before 5.7 was an hour off."""
+    paris = Celery("paris", set_as_current=False, config_source={"timezone": "Europe/Paris"})
+    ours = SharedSlots(paris).source("e", given, relative=False)
+    celerys = DerivedSlots(given, paris)
+    slot, compared = T0, 0
+    for _ in range(300):
+        following = ours.next_after(slot)
+        offsets = {
+            to_datetime(ms).astimezone(paris.timezone).utcoffset() for ms in (slot, following)
+        }
+        if len(offsets) == 1:
+            assert following == celerys.next_after(slot), to_datetime(slot)
+            compared += 1
+        slot = following
+    assert compared > 250
+
+
+def test_solar_backlog_gives_all_it_asks(app: Celery) -> None:
+    source = DerivedSlots(solar("sunrise", 56.95, 24.1), app)
+    high = T0 + 400 * 24 * 60 * MINUTE
+    assert source.recent(T0, high, ALL_CAP) == brute(source, T0, high)[-ALL_CAP:]
+
+
+@pytest.mark.parametrize(
+    ("day", "utc_hour"),
+    [((2030, 1, 7), 6), ((2030, 7, 8), 5), ((2030, 3, 31), 5), ((2030, 10, 27), 6)],
+)
+def test_a_crontab_fires_in_the_apps_timezone(day: tuple[int, int, int], utc_hour: int) -> None:
+    """07:00 in Berlin is 06:00 UTC in winter and 05:00 in summer, on the days of the DST
+    changes too, on every supported Celery (before 5.7 Celery computed hours in the timezone of
+    the datetime it was handed, and stepped across a DST change on the old offset)."""
+    berlin = Celery("berlin", set_as_current=False, config_source={"timezone": "Europe/Berlin"})
+    source = SharedSlots(berlin).source("morning", crontab(minute=0, hour=7), relative=False)
+    midnight = to_ms(datetime(*day, tzinfo=UTC))
+    assert source.next_after(midnight) == midnight + utc_hour * 60 * MINUTE
