@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from celery import beat
 from celery.beat import BeatLazyFunc
+from celery.exceptions import ImproperlyConfigured
 from celery.utils.log import get_logger
 from kombu.utils.url import maybe_sanitize_url
 
@@ -25,7 +26,7 @@ from celery_hashbeat.background import Abandoned, Guarded, Runner
 from celery_hashbeat.entries import Entry, EntryError, SharedSlots, build_entry
 from celery_hashbeat.lease import Lease, new_token
 from celery_hashbeat.publishing import TRANSIENT_ERRORS, Batch, Outcome, Settled
-from celery_hashbeat.settings import Settings
+from celery_hashbeat.settings import ConfigurationExit, Settings
 from celery_hashbeat.slots import to_datetime
 from celery_hashbeat.stopping import GRACE, StopRequests
 from celery_hashbeat.store import open_store
@@ -51,6 +52,9 @@ BATCH = 1000
 #: After a failed publish (its claim given back), the slot is retried this much later (ms).
 PUBLISH_RETRY_MS = 1000
 
+#: Celery's default ``--schedule`` file, which the beat command passes whether or not it was set.
+CELERY_SCHEDULE_FILE = "celerybeat-schedule"
+
 #: A publish that waits longer than this for the broker (seconds, at least) is left behind.
 PUBLISH_TIMEOUT = 5.0
 
@@ -69,7 +73,10 @@ class Scheduler(beat.Scheduler):
     """A highly available beat scheduler for Celery, with hashed schedules and fenced enqueues."""
 
     def __init__(self, app: Celery, *args: Any, **kwargs: Any) -> None:
-        self.settings = Settings.from_conf(app.conf)
+        try:
+            self.settings = Settings.from_conf(app.conf)
+        except ImproperlyConfigured as exc:
+            raise ConfigurationExit(exc) from None
         self.token = new_token()
         #: Wall-clock seconds since the epoch; slots are computed from it.
         self.clock: Callable[[], float] = time.time
@@ -92,6 +99,14 @@ class Scheduler(beat.Scheduler):
         self._broker_outage: str | None = None
         #: A publish waiting longer than this for the broker is left behind (seconds).
         self.publish_timeout = max(self.settings.lease_ttl, PUBLISH_TIMEOUT)
+        filename = kwargs.get("schedule_filename")
+        if filename and filename != CELERY_SCHEDULE_FILE and not kwargs.get("lazy"):
+            logger.info(
+                "beat: the schedule file %s is not used: celery_hashbeat keeps its state in the "
+                "store (%s); the --schedule option can be left out",
+                filename,
+                maybe_sanitize_url(self.settings.store_url),
+            )
         super().__init__(app, *args, **kwargs)
 
     @property
@@ -175,8 +190,8 @@ class Scheduler(beat.Scheduler):
             self._store = cast(
                 "Store", Guarded(store, self._store_io, self._gave_up, StoreUnavailable)
             )
-        except StoreConfigError:
-            raise
+        except StoreConfigError as exc:
+            raise ConfigurationExit(exc) from None
         except Exception as exc:
             self._lease.failed(exc, time.monotonic())
 

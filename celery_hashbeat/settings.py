@@ -7,6 +7,8 @@ configured with ``namespace="CELERY"``.
 
 from __future__ import annotations
 
+import difflib
+import logging
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -15,6 +17,33 @@ from typing import Any
 from celery.exceptions import ImproperlyConfigured
 
 CATCH_UP_MODES = ("latest", "all", "skip")
+
+#: Every setting the scheduler reads; any other ``hashbeat_*`` name is a typo worth a warning.
+KNOWN_SETTINGS = (
+    "hashbeat_store_url",
+    "hashbeat_key_prefix",
+    "hashbeat_lease_ttl",
+    "hashbeat_lease_renew_interval",
+    "hashbeat_catch_up",
+    "hashbeat_catch_up_window",
+    "hashbeat_store_options",
+    "hashbeat_redis_use_ssl",
+    "hashbeat_sentinel_master",
+)
+
+logger = logging.getLogger("celery_hashbeat.settings")
+
+#: Unknown settings already warned about: Celery builds the scheduler twice at start.
+_warned: set[str] = set()
+
+
+class ConfigurationExit(SystemExit):
+    """Ends ``celery beat`` with one line naming the setting and the fix, and no traceback: a
+    mistake in the configuration is the user's to correct, not a crash to debug."""
+
+    def __init__(self, problem: Exception) -> None:
+        super().__init__(f"celery_hashbeat: {problem}")
+
 
 DEFAULT_STORE_URL = "sqlite:///celerybeat-hashbeat.sqlite"
 DEFAULT_KEY_PREFIX = "hashbeat"
@@ -79,6 +108,7 @@ class Settings:
     @classmethod
     def from_conf(cls, conf: Any) -> Settings:
         """Read and check the settings of a Celery configuration."""
+        warn_unknown(conf)
         url = setting(conf, "hashbeat_store_url", DEFAULT_STORE_URL)
         if not isinstance(url, str):
             raise ImproperlyConfigured(
@@ -133,3 +163,17 @@ def store_options(conf: Any, url: str, renew: float) -> dict[str, Any]:
     if not any(name in configured or f"{name}=" in url for name in timeouts):
         options.update(dict.fromkeys(timeouts, renew))
     return options
+
+
+def warn_unknown(conf: Any) -> None:
+    """Warn about ``hashbeat_*`` settings that nothing reads (``hashbeat_lease_tll``), naming the
+    closest known one; Django's ``CELERY_HASHBEAT_*`` spelling included."""
+    for key in list(conf.keys()):
+        name = str(key).lower()
+        name = name[len("celery_") :] if name.startswith("celery_hashbeat_") else name
+        if not name.startswith("hashbeat_") or name in KNOWN_SETTINGS or key in _warned:
+            continue
+        _warned.add(key)
+        close = difflib.get_close_matches(name, KNOWN_SETTINGS, n=1)
+        hint = f"did you mean {close[0]}?" if close else f"known: {', '.join(KNOWN_SETTINGS)}"
+        logger.warning("setting %s is not a celery_hashbeat setting and is ignored: %s", key, hint)
