@@ -49,7 +49,7 @@ from celery.utils.imports import load_extension_class_names, symbol_by_name
 
 import celery_hashbeat.store.redis as redis_store
 from celery_hashbeat import Scheduler
-from celery_hashbeat.settings import Settings
+from celery_hashbeat.settings import DEFAULT_STORE_URL, Settings
 
 from .markdown import Block, YamlError, blocks, load_yaml
 
@@ -287,9 +287,11 @@ def check_app(app: Celery, workdir: Path) -> None:
     """Load the app as beat would: settings checked, every entry built by the real Scheduler."""
     conf = app.conf
     url = conf.get("hashbeat_store_url")
-    if isinstance(url, str) and url.startswith("sqlite:////"):
-        # An absolute SQLite path names a directory of a real host: use one here instead.
-        conf.hashbeat_store_url = f"sqlite:///{workdir / Path(urlsplit(url).path).name}"
+    if url is None or (isinstance(url, str) and url.startswith("sqlite:///")):
+        # An SQLite file (the default one too) goes in the scratch directory: an absolute path
+        # names a directory of a real host, and a relative one the checkout.
+        name = Path(urlsplit(url or DEFAULT_STORE_URL).path).name
+        conf.hashbeat_store_url = f"sqlite:///{workdir / name}"
     try:
         Settings.from_conf(conf)
         scheduler = Scheduler(app, lazy=True)
