@@ -194,6 +194,16 @@ class ChainSlots(Slots):
         return list(range(first, last + 1, self.every))
 
 
+def _shallow_copy(schedule: BaseSchedule) -> Any:
+    """A copy sharing every attribute; unlike ``copy.copy`` it never runs the schedule's own
+    pickling hooks, which for some (RedBeat's ``rrule``) walk an endless recurrence."""
+    if not hasattr(schedule, "__dict__"):
+        return copy.copy(schedule)
+    clone = object.__new__(type(schedule))
+    clone.__dict__.update(vars(schedule))
+    return clone
+
+
 class DerivedSlots(Slots):
     """Any other Celery schedule (crontab, solar, relative, custom), asked through its own API.
 
@@ -205,7 +215,7 @@ class DerivedSlots(Slots):
     __slots__ = ("_after", "_frozen", "_next", "_zone", "schedule")
 
     def __init__(self, schedule: BaseSchedule, app: Celery) -> None:
-        clone: Any = copy.copy(schedule)
+        clone: Any = _shallow_copy(schedule)
         clone.app = app
         clone.nowfun = self._now
         self.schedule = clone
@@ -221,9 +231,12 @@ class DerivedSlots(Slots):
 
     def _estimate(self, moment: datetime) -> int:
         try:
-            return duration_ms(self.schedule.remaining_estimate(moment))
+            remaining = self.schedule.remaining_estimate(moment)
         except NotImplementedError:
-            return duration_ms(timedelta(seconds=self.schedule.is_due(moment)[1]))
+            remaining = timedelta(seconds=self.schedule.is_due(moment)[1])
+        if remaining is None:  # a recurrence that has run out (RedBeat's rrule with a count)
+            raise ValueError(f"{self.schedule!r} has no slot after {moment.isoformat()}")
+        return duration_ms(remaining)
 
     def next_after(self, ms: int) -> int:
         if ms != self._after:

@@ -83,7 +83,7 @@ def test_bad_settings_name_the_setting(conf: dict[str, Any], message: str) -> No
 
 def test_a_malformed_store_url_is_reported_at_start(app: Celery) -> None:
     app.conf.hashbeat_store_url = "mongodb://somewhere"
-    with pytest.raises(SystemExit, match="^celery_hashbeat: hashbeat_store_url"):
+    with pytest.raises(SystemExit, match=r"^celery_hashbeat: hashbeat_store_url"):
         Scheduler(app)
 
 

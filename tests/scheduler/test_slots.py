@@ -9,6 +9,7 @@ from celery import Celery
 from celery.schedules import crontab, schedule, solar
 from hypothesis import given
 from hypothesis import strategies as st
+from redbeat.schedules import rrule
 
 from celery_hashbeat import parse
 from celery_hashbeat.entries import ALL_CAP, Entry, SharedSlots
@@ -202,3 +203,21 @@ def test_a_crontab_fires_in_the_apps_timezone(day: tuple[int, int, int], utc_hou
     source = SharedSlots(berlin).source("morning", crontab(minute=0, hour=7), relative=False)
     midnight = to_ms(datetime(*day, tzinfo=UTC))
     assert source.next_after(midnight) == midnight + utc_hour * 60 * MINUTE
+
+
+def test_a_redbeat_rrule_answers_instead_of_hanging(app: Celery) -> None:
+    """Copying RedBeat's rrule through its pickling hooks walked its recurrence forever (the
+    beat sat at 100% CPU); it is now read like any other schedule, and one that has run out
+    says so."""
+    every_5 = rrule("MINUTELY", interval=5, dtstart=datetime(2030, 1, 1, tzinfo=UTC))
+    source = SharedSlots(app).source("rrule", every_5, relative=False)
+    assert brute(source, T0 + 3 * MINUTE, T0 + 16 * MINUTE) == [
+        T0 + 5 * MINUTE,
+        T0 + 10 * MINUTE,
+        T0 + 15 * MINUTE,
+    ]
+    twice = rrule("DAILY", count=2, dtstart=datetime(2030, 1, 1, 9, tzinfo=UTC))
+    ended = SharedSlots(app).source("twice", twice, relative=False)
+    assert ended.next_after(ended.next_after(T0)) == T0 + (24 + 9) * 60 * MINUTE
+    with pytest.raises(ValueError, match="has no slot after"):
+        ended.next_after(T0 + (24 + 9) * 60 * MINUTE)
