@@ -218,7 +218,7 @@ class SharedSlots:
     def source(self, name: str, given: Any, relative: bool) -> Slots:
         """The slots of ``given`` (any schedule Celery accepts, or ours) for entry ``name``."""
         if isinstance(given, hashcron):
-            expr = given.compile(name)
+            expr = given.compile(name, self.app.timezone)
             return self._share(("cron", expr), lambda: CronSlots(expr))
         if isinstance(given, hashinterval):
             return given.slots(name)

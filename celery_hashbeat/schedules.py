@@ -117,10 +117,11 @@ class hashcron(HashSchedule):  # noqa: N801 - named like Celery's crontab
         self.zone = tz
         self.day_and = day_and
 
-    def compile(self, default_key: Key | None = None) -> CronExpr:
-        """The parsed expression, keyed by this schedule's key, else by ``default_key``."""
+    def compile(self, default_key: Key | None = None, default_zone: Any = None) -> CronExpr:
+        """The parsed expression, keyed by this schedule's key, else by ``default_key``, in this
+        schedule's zone, else ``default_zone`` (the scheduler's app's), else its own app's."""
         key = self.key if self.key is not None else default_key
-        zone = self.zone if self.zone is not None else self.app.timezone
+        zone = self.zone if self.zone is not None else default_zone or self.app.timezone
         return parse(self.expr, key, tz=zone, day_and=self.day_and)
 
     def slots(self, default_key: Key | None = None) -> CronSlots:

@@ -12,6 +12,7 @@ from celery.beat import ScheduleEntry
 from celery.schedules import BaseSchedule
 
 from celery_hashbeat import CronSyntaxError, hashcron, hashinterval, parse
+from celery_hashbeat.entries import SharedSlots
 from celery_hashbeat.expr.seeding import draw
 from celery_hashbeat.slots import to_ms
 
@@ -167,3 +168,14 @@ def test_hashinterval_is_due(utc_app: Celery) -> None:
     schedule = hashinterval(10, key="k", app=utc_app, nowfun=frozen(now))
     assert tuple(schedule.is_due(now - timedelta(seconds=3))) == (True, 7.5)
     assert tuple(schedule.is_due(now)) == (False, 7.5)
+
+
+def test_an_entry_without_a_zone_takes_the_schedulers_app_timezone() -> None:
+    """Not the current app's, nor one the schedule was made with: a process may hold several
+    apps (tests, Django projects), and the beat runs one of them."""
+    tokyo = Celery("tokyo", set_as_current=False, config_source={"timezone": "Asia/Tokyo"})
+    riga = Celery("riga", set_as_current=False, config_source={"timezone": "Europe/Riga"})
+    noon = hashcron("0 12 * * *", app=tokyo)
+    source = SharedSlots(riga).source("noon", noon, relative=False)
+    day = int(datetime(2030, 1, 7, tzinfo=UTC).timestamp() * 1000)
+    assert source.next_after(day) == day + 10 * 3600 * 1000  # 12:00 in Riga is 10:00 UTC
