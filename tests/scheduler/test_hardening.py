@@ -5,6 +5,7 @@ behind a fault proxy) are in tests/chaos."""
 from __future__ import annotations
 
 import logging
+import time
 from collections import Counter
 from datetime import timedelta
 
@@ -151,3 +152,58 @@ def test_a_broker_outage_keeps_an_intervals_phase_and_loses_nothing(
         drain(beat)
     sent = [slot for _, slot in broker.slots("plain-1s")]
     assert sent == [iso(START + k * 1000) for k in range(1, 9)]
+
+
+def test_a_standby_warns_once_when_the_leader_runs_another_schedule(
+    app: Celery, clock: Clock, schedulers: Make, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Two apps on one store and prefix share one lease: only one of them ever runs."""
+    app.conf.beat_schedule = {"mine": {"task": "t", "schedule": hashcron("* * * * *")}}
+    other = Celery("other", set_as_current=False)
+    other.conf.update({key: app.conf[key] for key in ("broker_url", "hashbeat_store_url")})
+    other.conf.update(
+        hashbeat_key_prefix=app.conf.hashbeat_key_prefix,
+        hashbeat_lease_ttl=3,
+        beat_schedule={"theirs": {"task": "t", "schedule": hashcron("*/5 * * * *")}},
+    )
+    leader = schedulers(clock)
+    ticks(leader)
+    assert leader.is_leader
+    with caplog.at_level(logging.WARNING, logger="celery_hashbeat"):
+        stranger, twin = schedulers(clock, target=other), schedulers(clock)
+        for _ in range(3):
+            run_for(stranger, 1.2)
+            run_for(twin, 0.1)
+    warned = [r.getMessage() for r in caplog.records if "different schedule" in r.getMessage()]
+    assert len(warned) == 1 and leader.token in warned[0], warned
+
+
+def test_a_batch_longer_than_the_lease_keeps_the_lease(
+    app: Celery, broker: Broker, clock: Clock, schedulers: Make, redis_url: str, key_prefix: str
+) -> None:
+    """20 slots due at once, each 0.2 s to publish: 4 s, more than the 3 s lease. The leader
+    renews inside the batch, so its lease never lapses and no standby takes over mid-batch."""
+
+    def slow() -> str:
+        time.sleep(0.2)
+        return "ok"
+
+    app.conf.beat_schedule = {
+        f"slow-{i}": {
+            "task": "t",
+            "schedule": hashcron("0 * * * *"),
+            "kwargs": {"v": BeatLazyFunc(slow)},
+        }
+        for i in range(20)
+    }
+    leader = schedulers(clock)
+    ticks(leader)
+    clock.advance(3600)
+    started = time.monotonic()
+    drain(leader)
+    assert time.monotonic() - started > 3  # the batch did outlast one lease
+    store = open_store(redis_url, key_prefix)
+    lease = store.leader()
+    store.close()
+    assert leader.is_leader and lease is not None and lease.token == leader.token
+    assert len(broker.slots()) == 20
