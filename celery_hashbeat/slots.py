@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import abc
 import copy
+import time
 from collections import deque
 from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from celery.schedules import BaseSchedule
 
@@ -194,56 +195,137 @@ class ChainSlots(Slots):
         return list(range(first, last + 1, self.every))
 
 
-def _shallow_copy(schedule: BaseSchedule) -> Any:
-    """A copy sharing every attribute; unlike ``copy.copy`` it never runs the schedule's own
-    pickling hooks, which for some (RedBeat's ``rrule``) walk an endless recurrence."""
-    if not hasattr(schedule, "__dict__"):
+#: The longest a Celery schedule may take to say its next slot, and to list a catch-up's missed
+#: slots (seconds). A schedule that takes longer once is refused from then on: the beat has other
+#: entries to run, and nothing interrupts a pure Python loop safely.
+ANSWER_BUDGET = 1.0
+WALK_BUDGET = 10 * ANSWER_BUDGET
+
+
+class ScheduleTooSlow(ValueError):  # noqa: N818 - reads as what happened
+    """A Celery schedule that cannot say its slots in bounded time."""
+
+
+def private_copy(schedule: BaseSchedule) -> Any:
+    """A shallow copy of ``schedule`` made from its attributes, never through ``__reduce__``.
+
+    ``copy.copy`` rebuilds an object from ``__reduce__``; RedBeat's ``rrule`` reduces to
+    ``(cls, <its dateutil rule>)``, which copy unpacks by iterating the rule: forever, for a rule
+    without an end. Values cached from another app (``tz``, ``utc_enabled``) are dropped.
+    """
+    kind = type(schedule)
+    try:
+        clone = kind.__new__(kind)
+    except TypeError:
         return copy.copy(schedule)
-    clone = object.__new__(type(schedule))
-    clone.__dict__.update(vars(schedule))
+    for owner in kind.__mro__:
+        names = vars(owner).get("__slots__", ())
+        for name in (names,) if isinstance(names, str) else names:
+            if name not in ("__dict__", "__weakref__") and hasattr(schedule, name):
+                setattr(clone, name, getattr(schedule, name))
+    state = getattr(schedule, "__dict__", None)
+    if state is not None:
+        clone.__dict__.update(state)
+        for cached in ("tz", "utc_enabled"):
+            clone.__dict__.pop(cached, None)
     return clone
 
 
 class DerivedSlots(Slots):
-    """Any other Celery schedule (crontab, solar, relative, custom), asked through its own API.
+    """Any other Celery schedule (solar, relative, custom, RedBeat's rrule), asked through its
+    own API.
 
     A private copy of the schedule reads a frozen clock set to the instant asked about, so
     ``now + remaining_estimate(last_run_at=now)`` is a pure function of that instant: the next
-    slot, deterministic whatever the real time and whichever beat asks.
+    slot, deterministic whatever the real time and whichever beat asks. Instants go to the
+    schedule in the app's timezone, as Celery's own beat hands them over (``app.now()``).
+
+    The schedule is foreign code, so its answers are checked, never trusted to end: an answer
+    must move forward, must not read the real clock (beats would disagree), and must come within
+    ANSWER_BUDGET; a schedule that fails once is refused from then on, with the reason.
     """
 
-    __slots__ = ("_after", "_frozen", "_next", "_zone", "schedule")
+    __slots__ = (
+        "_after",
+        "_checked",
+        "_frozen",
+        "_next",
+        "_refused",
+        "_spent",
+        "_walking",
+        "_zone",
+        "schedule",
+    )
 
     def __init__(self, schedule: BaseSchedule, app: Celery) -> None:
-        clone: Any = _shallow_copy(schedule)
+        clone = private_copy(schedule)
         clone.app = app
         clone.nowfun = self._now
         self.schedule = clone
-        #: Instants go to the schedule in the app's timezone, as Celery's own beat hands them
-        #: over: crontab before Celery 5.7 reads hours in the timezone of what it is given.
+        #: crontab before Celery 5.7 reads hours in the timezone of the datetime it is given.
         self._zone = clone.tz
         self._frozen = EPOCH
         self._after = -1
         self._next = -1
+        self._checked = False
+        self._refused: str | None = None
+        self._spent = 0.0
+        self._walking = False
 
     def _now(self) -> datetime:
         return self._frozen
 
-    def _estimate(self, moment: datetime) -> int:
+    def _ask(self, moment: datetime, now: datetime) -> int:
+        """The schedule's next slot after ``moment``, its clock frozen at ``now``, timed."""
+        self._frozen = now
+        started = time.perf_counter()
         try:
-            remaining = self.schedule.remaining_estimate(moment)
-        except NotImplementedError:
-            remaining = timedelta(seconds=self.schedule.is_due(moment)[1])
-        if remaining is None:  # a recurrence that has run out (RedBeat's rrule with a count)
+            try:
+                remaining: Any = self.schedule.remaining_estimate(moment)
+            except NotImplementedError:
+                remaining = self.schedule.is_due(moment)[1]
+                remaining = None if remaining is None else timedelta(seconds=remaining)
+        finally:
+            took = time.perf_counter() - started
+            self._spent += took
+        if took > ANSWER_BUDGET:
+            self._refuse(f"took {took:.1f} s to say its next slot (the limit is {ANSWER_BUDGET} s)")
+        if self._walking and self._spent > WALK_BUDGET:
+            self._refuse(f"took over {WALK_BUDGET} s to list its missed slots")
+        if remaining is None:
             raise ValueError(f"{self.schedule!r} has no slot after {moment.isoformat()}")
-        return duration_ms(remaining)
+        if not isinstance(remaining, timedelta):
+            self._refuse(f"answered {remaining!r}, not a timedelta")
+        return to_ms(now) + duration_ms(remaining)
+
+    def _refuse(self, why: str) -> NoReturn:
+        self._refused = f"{self.schedule!r} {why}; skipping it"
+        raise ScheduleTooSlow(self._refused)
 
     def next_after(self, ms: int) -> int:
+        if self._refused is not None:
+            raise ScheduleTooSlow(self._refused)
         if ms != self._after:
-            self._frozen = moment = to_datetime(ms).astimezone(self._zone)
-            remaining = self._estimate(moment)
-            if remaining <= 0:
-                raise ValueError(f"{self.schedule!r} never moves past {moment.isoformat()}")
-            self._next = ms + remaining
+            moment = to_datetime(ms).astimezone(self._zone)
+            following = self._ask(moment, moment)
+            if following <= ms:
+                self._refuse(f"never moves past {moment.isoformat()}")
+            if not self._checked:
+                # Asked again with the clock half-way to the answer, a schedule that reads only
+                # the clock it is given says the same slot; one that reads the real time does not.
+                later = moment + (following - ms) // 2 * MILLISECOND
+                if self._ask(moment, later) != following:
+                    self._refuse("reads the real clock, so no two beats would agree on its slots")
+                self._checked = True
+            self._next = following
             self._after = ms
         return self._next
+
+    def recent(self, low: int, high: int, limit: int) -> list[int]:
+        """As Slots.recent, within WALK_BUDGET: a schedule too slow to list a backlog is refused
+        rather than let it stall the beat."""
+        self._spent, self._walking = 0.0, True
+        try:
+            return super().recent(low, high, limit)
+        finally:
+            self._walking = False
