@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import gc
 import os
+import sys
 import time
 import tracemalloc
 import uuid
@@ -28,6 +29,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 import redis
@@ -37,6 +39,11 @@ from celery.schedules import crontab
 from redbeat import RedBeatScheduler
 
 from celery_hashbeat import Scheduler, hashcron
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.support.redis_server import RedisProcess  # noqa: E402
 
 T0 = 1_893_456_000.0  # 2030-01-01T00:00:00Z, a whole minute
 BARS = {"startup": 2.0, "idle": 100.0, "per_entry": 50.0, "memory": 1024.0}
@@ -210,9 +217,22 @@ def main() -> None:
     parser.add_argument("--redbeat-cap", type=int, default=10_000)
     parser.add_argument(
         "--redis-url",
-        default=os.environ.get("HASHBEAT_TEST_REDIS_URL", "redis://127.0.0.1:6379/0"),
+        default=os.environ.get("HASHBEAT_TEST_REDIS_URL"),
+        help="a Redis to use; by default a private redis-server is started (and stopped)",
     )
     args = parser.parse_args()
+    private = None
+    if args.redis_url is None:
+        private = RedisProcess().start()
+        args.redis_url = private.url
+    try:
+        run(args)
+    finally:
+        if private is not None:
+            private.stop()
+
+
+def run(args: argparse.Namespace) -> None:
     warnings.simplefilter("ignore")
     big = 10**9
     peers = [
