@@ -65,9 +65,11 @@ class Slots(abc.ABC):
 
         A forward walk from ``low`` while it is short (exact even for a schedule whose slots
         depend on where the chain started). A longer backlog is searched back from ``high``: a
-        window that grows fourfold until it holds ``limit`` slots or reaches ``low``, walked
-        forward each time, so irregular schedules (weekdays only, business hours) still give all
-        ``limit`` slots, in time proportional to the slots looked at.
+        window walked forward, widened until it holds ``limit`` slots or reaches ``low``, so
+        irregular schedules (weekdays only, business hours) still give all ``limit`` slots. Each
+        widening goes as far as the density seen so far says ``limit`` slots need, with a margin,
+        at least twice and at most sixteen times as wide, so the windows walked add up to a few
+        times the last one, and there are at most log2 of the backlog of them.
         """
         found, done = self._walk(low, high, limit, SCAN_LIMIT)
         if done:
@@ -78,7 +80,8 @@ class Slots(abc.ABC):
             found, _ = self._walk(start, high, limit, None)
             if len(found) >= limit or start == low:
                 return found
-            span *= 4
+            wanted = span * limit * 5 // (4 * len(found)) if found else span * 4
+            span = min(max(wanted, span * 2), span * 16)
 
     def _walk(self, low: int, high: int, limit: int, steps: int | None) -> tuple[list[int], bool]:
         """The last ``limit`` slots in ``(low, high]``, and whether the walk got to ``high``

@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 from celery import Celery
-from celery.schedules import crontab, schedule, solar
+from celery.schedules import BaseSchedule, crontab, schedule, solar
 from hypothesis import given
 from hypothesis import strategies as st
 from redbeat.schedules import rrule
@@ -26,6 +26,7 @@ from celery_hashbeat.slots import (
 UTC = timezone.utc
 T0 = to_ms(datetime(2030, 1, 1, tzinfo=UTC))
 MINUTE = 60_000
+DAY = 24 * 60 * MINUTE
 
 
 def brute(source: Slots, low: int, high: int) -> list[int]:
@@ -221,3 +222,54 @@ def test_a_redbeat_rrule_answers_instead_of_hanging(app: Celery) -> None:
     assert ended.next_after(ended.next_after(T0)) == T0 + (24 + 9) * 60 * MINUTE
     with pytest.raises(ValueError, match="has no slot after"):
         ended.next_after(T0 + (24 + 9) * 60 * MINUTE)
+
+
+class WeekdayMornings(BaseSchedule):
+    """A custom schedule, written as users write them: 09:00 and 09:30 UTC, Monday to Friday."""
+
+    def remaining_estimate(self, last_run_at: datetime) -> timedelta:
+        moment = last_run_at.astimezone(UTC).replace(second=0, microsecond=0)
+        while True:
+            moment += timedelta(minutes=30 - moment.minute % 30)
+            if moment.weekday() < 5 and moment.hour == 9 and moment > last_run_at:
+                return moment - self.now()
+
+
+@pytest.mark.parametrize(
+    ("given", "days"),
+    [
+        (crontab(minute=0, hour=9, day_of_week="mon-fri"), 5 * 365),
+        (crontab(minute="*/5", hour="9-17", day_of_week="mon-fri"), 30),
+        (crontab(minute=0, hour=9, day_of_month="1", month_of_year="1,7"), 60 * 365),
+        (WeekdayMornings(), 3 * 365),
+        (solar("sunset", 60.17, 24.94), 3 * 365),
+    ],
+    ids=["weekdays-5y", "business-hours-30d", "twice-a-year-60y", "custom-3y", "solar-3y"],
+)
+@pytest.mark.parametrize("limit", [1, 7, ALL_CAP])
+def test_recent_through_celerys_own_api_is_the_tail_of_a_forward_walk(
+    app: Celery, given: BaseSchedule, days: int, limit: int
+) -> None:
+    """Slots.recent for any schedule that only says its next slot (Celery's own crontab
+    arithmetic, solar, a custom class), over backlogs long enough that the forward scan gives up
+    and the search goes back from the present across nights, weekends and months."""
+    if isinstance(given, solar):
+        pytest.importorskip("ephem")
+    source = DerivedSlots(given, app)
+    for high in (T0 + 2 * DAY + 17 * 60 * MINUTE + 7, T0 + 5 * DAY + 3 * MINUTE):  # Thu, Sun
+        low = high - days * DAY
+        expected = brute(source, low, high)[-limit:]
+        assert len(expected) == limit
+        assert close(source.recent(low, high, limit), expected, given)
+        # Just before the oldest: the whole window, nothing more (for solar, a minute before).
+        before = expected[0] - (60_000 if isinstance(given, solar) else 1)
+        assert close(source.recent(before, high, 10 * limit), expected, given)
+
+
+def close(found: list[int], expected: list[int], given: BaseSchedule) -> bool:
+    """Equal; for solar, within a second: ephem finds an event to a few dozen milliseconds,
+    depending on where its search starts."""
+    slack = 1000 if isinstance(given, solar) else 0
+    return len(found) == len(expected) and all(
+        abs(one - other) <= slack for one, other in zip(found, expected, strict=True)
+    )
