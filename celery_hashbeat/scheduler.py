@@ -240,9 +240,10 @@ class Scheduler(beat.Scheduler):
     def _take_over(self, store: Store) -> None:
         """As the new leader, read every entry's fence and catch up from it (DESIGN.md §5).
 
-        An entry the store has never seen, or whose schedule changed, is anchored at now first:
-        its slots count from there whichever beat leads next, so an interval keeps its phase
-        across leader changes and a changed schedule is never caught up into the past.
+        A chained entry (an interval) the store has never seen, or any entry whose schedule
+        changed, is anchored at now first: its slots count from there whichever beat leads
+        next, so an interval keeps its phase across leader changes and a changed schedule is
+        never caught up into the past.
         """
         now = self.now_ms()
         try:
@@ -253,7 +254,7 @@ class Scheduler(beat.Scheduler):
             fresh = {
                 name: (now, entry.fingerprint)
                 for name, entry in self.entries.items()
-                if _needs_anchor(fences.get(name), entry.fingerprint)
+                if _needs_anchor(fences.get(name), entry)
             }
             if fresh:
                 fences.update(store.anchor(self.token, fresh))
@@ -470,6 +471,11 @@ class Scheduler(beat.Scheduler):
     def _send_slot(self, entry: Entry, slot: int) -> None:
         when = slot_iso(slot)
         logger.info("Scheduler: Sending due task %s (%s) slot %s", entry.name, entry.task, when)
+        # Connect first, once, with no waiting between tries: a refused connection then fails
+        # here, where nothing can have been sent (kombu's own first connect retries forever).
+        self.connection.ensure_connection(
+            max_retries=1, interval_start=0, interval_step=1, interval_max=1
+        )
         self.send(entry, slot_task_id(entry.name, slot), when)
 
     @cached_property
@@ -556,10 +562,13 @@ class Scheduler(beat.Scheduler):
         )
 
 
-def _needs_anchor(fence: Fence | None, fingerprint: str) -> bool:
-    """Whether the store has nothing to count the entry's slots from, or only a fence of another
-    schedule (one whose fingerprint was not recorded counts as this one)."""
-    return fence is None or fence.fingerprint not in (None, fingerprint)
+def _needs_anchor(fence: Fence | None, entry: Entry) -> bool:
+    """Whether the store must record where the entry's slots start: a chained schedule never
+    sent, or a fence of another schedule (the entry changed; a fence whose schedule was not
+    recorded counts as this one)."""
+    if fence is None:
+        return entry.source.chained
+    return fence.fingerprint not in (None, entry.fingerprint)
 
 
 def schedule_digest(entries: Iterable[Entry]) -> str:

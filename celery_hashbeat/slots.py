@@ -56,6 +56,10 @@ class Slots(abc.ABC):
 
     __slots__ = ()
 
+    #: Whether the slots depend on where the chain started (a plain interval), so the start
+    #: must be kept in the store for every leader to agree on it.
+    chained = False
+
     @abc.abstractmethod
     def next_after(self, ms: int) -> int:
         """The first slot strictly after ``ms``."""
@@ -181,6 +185,7 @@ class ChainSlots(Slots):
     ``remaining_estimate`` computes, without a call per slot."""
 
     __slots__ = ("every",)
+    chained = True
 
     def __init__(self, every: int) -> None:
         if every < 1:
@@ -259,6 +264,9 @@ class DerivedSlots(Slots):
         "_zone",
         "schedule",
     )
+    #: A relative or custom schedule may count from where it started; anchoring costs one
+    #: store write per new entry, and is harmless for those that do not.
+    chained = True
 
     def __init__(self, schedule: BaseSchedule, app: Celery) -> None:
         clone = private_copy(schedule)
