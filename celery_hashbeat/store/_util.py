@@ -46,6 +46,21 @@ def check_ttl(ttl_ms: int) -> int:
     return ttl_ms
 
 
+def check_token(token: str) -> str:
+    """A beat token fit to be written into a fence: "" marks an anchor and "-" an unknown
+    claimer, and a "|" would split the stored value wrongly. Any of them is a caller's bug."""
+    if token in ("", "-") or "|" in token:
+        raise ValueError(f"a beat token must be non-empty, not '-' and without '|', not {token!r}")
+    return token
+
+
+def check_digest(digest: str) -> str:
+    """A schedule digest fit for a heartbeat value, whose fields are separated by "|"."""
+    if "|" in digest:
+        raise ValueError(f"a schedule digest must not contain '|', not {digest!r}")
+    return digest
+
+
 class Options:
     """A store's options: the URL's query overridden by the caller's keywords, all checked."""
 

@@ -81,13 +81,23 @@ class BeatInfo:
 
 def parse_fence(value: str) -> Fence | None:
     """A stored fence value (see the module's docstring), or None if it does not parse."""
+    parsed = parse_stored(value)
+    return None if parsed is None else parsed[0]
+
+
+def parse_stored(value: str) -> tuple[Fence, str] | None:
+    """A stored fence value and the ``previous`` a give-back restores, or None if it does not
+    parse. The one Python reading of the format; the Redis scripts' ``parse`` mirrors it, so a
+    value is readable in both languages or in neither."""
     if _digits(value):
-        return Fence(int(value), "-", None)
+        return Fence(int(value), "-", None), ""
     fields = value.split("|", 3)
     if len(fields) != 4 or not _digits(fields[0]):
         return None
-    slot, token, _, fingerprint = fields
-    return Fence(int(slot), token, fingerprint or None)
+    slot, token, previous, fingerprint = fields
+    if previous and not _digits(previous.removeprefix("a")):
+        return None  # a give-back could not restore it: the whole value is suspect
+    return Fence(int(slot), token, fingerprint or None), previous
 
 
 def _digits(text: str) -> bool:
@@ -102,11 +112,15 @@ class Store(abc.ABC):
     def _parse_fences(self, stored: Iterable[tuple[str, str]]) -> dict[str, Fence]:
         """Parse stored fence values; one that does not parse is logged once and left out (the
         next claim or anchor of its entry overwrites it)."""
-        fences: dict[str, Fence] = {}
+        return {entry: fence for entry, (fence, _) in self._parse_stored(stored).items()}
+
+    def _parse_stored(self, stored: Iterable[tuple[str, str]]) -> dict[str, tuple[Fence, str]]:
+        """Like ``_parse_fences``, each fence with its ``previous`` (for a give-back)."""
+        fences: dict[str, tuple[Fence, str]] = {}
         for entry, value in stored:
-            fence = parse_fence(value)
-            if fence is not None:
-                fences[entry] = fence
+            parsed = parse_stored(value)
+            if parsed is not None:
+                fences[entry] = parsed
                 continue
             warned: set[tuple[str, str]] = self.__dict__.setdefault("_unreadable", set())
             if (entry, value) not in warned:

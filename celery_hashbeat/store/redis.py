@@ -25,7 +25,16 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 from redis.sentinel import Sentinel
 
-from ._util import DEFAULT_TIMEOUT_S, Options, check_prefix, check_ttl, config_error, mask_url
+from ._util import (
+    DEFAULT_TIMEOUT_S,
+    Options,
+    check_digest,
+    check_prefix,
+    check_token,
+    check_ttl,
+    config_error,
+    mask_url,
+)
 from .base import (
     BeatInfo,
     Fence,
@@ -54,13 +63,15 @@ end
 return 0
 """
 
-# The fence format (store/base.py), parsed the same way by every script below: slot text, token,
-# previous and fingerprint, or nil for a value that does not parse (treated as absent).
+# The fence format (store/base.py), parsed the same way by every script below and as
+# base.parse_stored does: slot text, token, previous and fingerprint, or nil for a value that does
+# not parse (treated as absent, so no script ever errors out on a stored value).
 PARSE_FENCE = """
 local function parse(value)
   if not value then return nil end
   if string.match(value, '^%d+$') then return value, '-', '', '' end
   local slot, token, previous, fingerprint = string.match(value, '^(%d+)|([^|]*)|([^|]*)|(.*)$')
+  if previous and previous ~= '' and not string.match(previous, '^a?%d+$') then return nil end
   return slot, token, previous, fingerprint
 end
 """
@@ -164,7 +175,7 @@ redis.call('HSET', KEYS[1], ARGV[1],
   string.format('%s|%d|%d|d%s', ARGV[2], now, now + ttl, ARGV[4]))
 local beats = redis.call('HGETALL', KEYS[1])
 for i = 1, #beats, 2 do
-  local expires = tonumber(string.match(beats[i + 1], '|(%d+)|d%x*$')
+  local expires = tonumber(string.match(beats[i + 1], '|(%d+)|d[^|]*$')
     or string.match(beats[i + 1], '|(%d+)$'))
   if not expires or expires <= now then
     redis.call('HDEL', KEYS[1], beats[i])
@@ -176,10 +187,9 @@ end
 return 1
 """
 
-#: A heartbeat's value; the digest is marked with "d" so that no role, however spelled, is misread.
-BEAT_VALUE = re.compile(
-    r"^(?P<role>.*)\|(?P<seen>\d+)\|(?P<expires>\d+)(?:\|d(?P<digest>[0-9a-f]*))?$"
-)
+#: A heartbeat's value; the digest (any text without "|") is marked with "d" so that no role,
+#: however spelled, is misread.
+BEAT_VALUE = re.compile(r"^(?P<role>.*)\|(?P<seen>\d+)\|(?P<expires>\d+)(?:\|d(?P<digest>[^|]*))?$")
 
 SCHEMES = {"redis": 6379, "rediss": 6379, "redis+sentinel": 26379, "rediss+sentinel": 26379}
 TLS_OPTIONS = ("ssl_cert_reqs", "ssl_ca_certs", "ssl_certfile", "ssl_keyfile", "ssl_check_hostname")
@@ -234,6 +244,7 @@ class RedisStore(Store):
 
     def acquire(self, token: str, ttl_ms: int) -> bool:
         check_ttl(ttl_ms)
+        check_token(token)
         with self._talking():
             if self._client.set(self._leader, token, nx=True, px=ttl_ms):
                 return True
@@ -255,6 +266,7 @@ class RedisStore(Store):
         return None if token is None or ttl_left < 0 else LeaseInfo(token, ttl_left)
 
     def claim(self, token: str, slots: Mapping[str, tuple[int, str]]) -> set[str]:
+        check_token(token)
         if not slots:
             return set()
         args: list[str | int] = [token]
@@ -299,13 +311,12 @@ class RedisStore(Store):
 
     def forget(self, token: str, entries: Iterable[str]) -> bool:
         names = list(entries)
-        if not names:
-            return True
-        with self._talking():
+        with self._talking():  # even with nothing to drop: the answer says if the lease is held
             return bool(self._forget(keys=[self._leader, self._fired], args=[token, *names]))
 
     def heartbeat(self, token: str, role: str, ttl_ms: int, schedule_digest: str = "") -> None:
         check_ttl(ttl_ms)
+        check_digest(schedule_digest)
         with self._talking():
             self._heartbeat(keys=[self._beats], args=[token, role, ttl_ms, schedule_digest])
 

@@ -3,10 +3,15 @@
 Every change is one ``BEGIN IMMEDIATE`` transaction, which takes the file's write lock up front,
 so two processes never interleave a check and its write. Several prefixes may share one file.
 
-The lease is timed on the host's monotonic clock, which every process of one boot shares and no
-clock step moves (a wall-clock step would otherwise stretch or cut the lease). It restarts at
-boot, so each lease also records the boot it was taken in, and one from another boot has lapsed.
-Heartbeats are only shown to people, and keep wall-clock milliseconds.
+The lease and the heartbeats expire on the host's monotonic clock, which every process of one
+boot shares and no clock step moves (a wall-clock step would otherwise stretch or cut the lease,
+or hide live beats). That clock restarts at boot, so each row also records the boot it was
+written in and the TTL it was given: it is live only in the same boot and while its expiry is
+ahead by no more than that TTL. The boot id alone is exact on Linux; the TTL bound alone is safe
+where there is no boot id (an old lease can then look held for at most one TTL after a reboot,
+and its holder died with that boot). A boot id guessed from the wall clock would not do: two
+processes could guess apart and both take the lease. ``last_seen_ms``, shown to people, stays
+wall-clock milliseconds.
 """
 
 from __future__ import annotations
@@ -18,31 +23,49 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
-from ._util import DEFAULT_TIMEOUT_S, Options, check_prefix, check_ttl, config_error
+from ._util import (
+    DEFAULT_TIMEOUT_S,
+    Options,
+    check_digest,
+    check_prefix,
+    check_token,
+    check_ttl,
+    config_error,
+)
 from .base import BeatInfo, Fence, LeaseInfo, Store, StoreUnavailable
 
+# expires_ms is on the monotonic clock of the boot named by boot (see the module's docstring).
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS hashbeat_lease (prefix TEXT PRIMARY KEY, token TEXT NOT NULL,"
-    " expires_ms INTEGER NOT NULL, boot TEXT NOT NULL DEFAULT '')",
+    " expires_ms INTEGER NOT NULL, boot TEXT NOT NULL DEFAULT '', ttl_ms INTEGER NOT NULL"
+    " DEFAULT 0)",
     "CREATE TABLE IF NOT EXISTS hashbeat_fired (prefix TEXT NOT NULL, entry TEXT NOT NULL,"
     " slot INTEGER NOT NULL, token TEXT NOT NULL DEFAULT '-', previous TEXT NOT NULL DEFAULT '',"
     " fingerprint TEXT NOT NULL DEFAULT '', PRIMARY KEY (prefix, entry)) WITHOUT ROWID",
     "CREATE TABLE IF NOT EXISTS hashbeat_beats (prefix TEXT NOT NULL, token TEXT NOT NULL,"
     " role TEXT NOT NULL, last_seen_ms INTEGER NOT NULL, expires_ms INTEGER NOT NULL,"
-    " digest TEXT NOT NULL DEFAULT '', PRIMARY KEY (prefix, token)) WITHOUT ROWID",
+    " digest TEXT NOT NULL DEFAULT '', boot TEXT NOT NULL DEFAULT '', ttl_ms INTEGER NOT NULL"
+    " DEFAULT 0, PRIMARY KEY (prefix, token)) WITHOUT ROWID",
 )
 
 #: Columns added since schema 1 (release 0.1), added in place to an older file; its fences read
-#: as claims by an unknown beat, and its wall-clock leases are dropped (they lapse at once).
+#: as claims by an unknown beat, and its wall-clock leases and heartbeats (a TTL of 0) lapse.
 ADDED_COLUMNS = {
-    "hashbeat_lease": ("boot TEXT NOT NULL DEFAULT ''",),
+    "hashbeat_lease": ("boot TEXT NOT NULL DEFAULT ''", "ttl_ms INTEGER NOT NULL DEFAULT 0"),
     "hashbeat_fired": (
         "token TEXT NOT NULL DEFAULT '-'",
         "previous TEXT NOT NULL DEFAULT ''",
         "fingerprint TEXT NOT NULL DEFAULT ''",
     ),
-    "hashbeat_beats": ("digest TEXT NOT NULL DEFAULT ''",),
+    "hashbeat_beats": (
+        "digest TEXT NOT NULL DEFAULT ''",
+        "boot TEXT NOT NULL DEFAULT ''",
+        "ttl_ms INTEGER NOT NULL DEFAULT 0",
+    ),
 }
+
+#: A lease or heartbeat row that is live at the monotonic instant given twice after the boot id.
+LIVE = "boot = ? AND expires_ms > ? AND expires_ms - ttl_ms <= ?"
 
 SCHEMA_VERSION = 2
 
@@ -55,16 +78,16 @@ def _now_ms() -> int:
 
 
 def _lease_now() -> int:
-    """Milliseconds on the host-wide monotonic clock that times the lease."""
+    """Milliseconds on the host-wide monotonic clock that times leases and heartbeats."""
     return int(time.monotonic() * 1000)
 
 
 def _boot_id() -> str:
-    """This boot's identity (Linux); elsewhere the boot time, to the second."""
+    """This boot's identity (Linux); elsewhere "", leaving the TTL bound to spot a reboot."""
     try:
         return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
     except OSError:
-        return str(round(time.time() - time.monotonic()))
+        return ""
 
 
 BOOT = _boot_id()
@@ -152,26 +175,27 @@ class SQLiteStore(Store):
                 raise StoreUnavailable(f"SQLite store {self._describe(exc)}; will retry") from exc
 
     def _holds(self, db: sqlite3.Connection, token: str) -> bool:
-        row = db.execute(
-            "SELECT 1 FROM hashbeat_lease WHERE prefix = ? AND token = ? AND expires_ms > ?"
-            " AND boot = ?",
-            (self._prefix, token, _lease_now(), BOOT),
-        ).fetchone()
-        return row is not None
+        holder = self._holder(db)
+        return holder is not None and holder[0] == token
 
     def _holder(self, db: sqlite3.Connection) -> tuple[str, int] | None:
         """The live lease's token and its time left (ms), or None."""
         now = _lease_now()
         row = db.execute(
-            "SELECT token, expires_ms FROM hashbeat_lease WHERE prefix = ? AND expires_ms > ?"
-            " AND boot = ?",
-            (self._prefix, now, BOOT),
+            f"SELECT token, expires_ms FROM hashbeat_lease WHERE prefix = ? AND {LIVE}",
+            (self._prefix, BOOT, now, now),
         ).fetchone()
         return None if row is None else (row[0], row[1] - now)
 
     def _stored(self, db: sqlite3.Connection, entries: list[str] | None) -> dict[str, Fence]:
-        """The readable fences of ``entries`` (all when None), rows given back as the text the
-        Redis store keeps, so one parser reads both."""
+        """The readable fences of ``entries`` (all when None)."""
+        return {entry: fence for entry, (fence, _) in self._rows(db, entries).items()}
+
+    def _rows(
+        self, db: sqlite3.Connection, entries: list[str] | None
+    ) -> dict[str, tuple[Fence, str]]:
+        """The readable fences of ``entries`` with their ``previous``, rows given back as the
+        text the Redis store keeps, so one parser reads both."""
         columns = "SELECT entry, slot, token, previous, fingerprint FROM hashbeat_fired"
         if entries is None:
             rows = list(db.execute(f"{columns} WHERE prefix = ?", (self._prefix,)))
@@ -183,25 +207,28 @@ class SQLiteStore(Store):
                     f"{columns} WHERE prefix = ? AND entry IN ({', '.join('?' * len(chunk))})",
                     (self._prefix, *chunk),
                 )
-        return self._parse_fences((row[0], "|".join(map(str, row[1:]))) for row in rows)
+        return self._parse_stored((row[0], "|".join(map(str, row[1:]))) for row in rows)
 
     def _write(
         self, db: sqlite3.Connection, rows: Iterable[tuple[str, int, str, str, str]]
     ) -> None:
         db.executemany(
-            "INSERT OR REPLACE INTO hashbeat_fired VALUES (?, ?, ?, ?, ?, ?)",
+            "INSERT OR REPLACE INTO hashbeat_fired (prefix, entry, slot, token, previous,"
+            " fingerprint) VALUES (?, ?, ?, ?, ?, ?)",
             ((self._prefix, *row) for row in rows),
         )
 
     def acquire(self, token: str, ttl_ms: int) -> bool:
         check_ttl(ttl_ms)
+        check_token(token)
         with self._tx() as db:
             holder = self._holder(db)
             if holder is not None:
                 return holder[0] == token
             db.execute(
-                "INSERT OR REPLACE INTO hashbeat_lease VALUES (?, ?, ?, ?)",
-                (self._prefix, token, _lease_now() + ttl_ms, BOOT),
+                "INSERT OR REPLACE INTO hashbeat_lease (prefix, token, expires_ms, boot, ttl_ms)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (self._prefix, token, _lease_now() + ttl_ms, BOOT, ttl_ms),
             )
             return True
 
@@ -211,8 +238,8 @@ class SQLiteStore(Store):
             if not self._holds(db, token):
                 return False
             db.execute(
-                "UPDATE hashbeat_lease SET expires_ms = ? WHERE prefix = ?",
-                (_lease_now() + ttl_ms, self._prefix),
+                "UPDATE hashbeat_lease SET expires_ms = ?, ttl_ms = ? WHERE prefix = ?",
+                (_lease_now() + ttl_ms, ttl_ms, self._prefix),
             )
             return True
 
@@ -232,6 +259,7 @@ class SQLiteStore(Store):
         return None if holder is None else LeaseInfo(*holder)
 
     def claim(self, token: str, slots: Mapping[str, tuple[int, str]]) -> set[str]:
+        check_token(token)
         if not slots:
             return set()
         with self._tx() as db:
@@ -257,21 +285,16 @@ class SQLiteStore(Store):
         with self._tx() as db:
             if not self._holds(db, token):
                 return set()
-            names = list(slots)
-            rows: list[tuple[str, object, str, str]] = []
-            for start in range(0, len(names), CHUNK):
-                chunk = names[start : start + CHUNK]
-                rows += db.execute(
-                    "SELECT entry, slot, previous, fingerprint FROM hashbeat_fired WHERE prefix = ?"
-                    f" AND token = ? AND entry IN ({', '.join('?' * len(chunk))})",
-                    (self._prefix, token, *chunk),
-                )
-            given = {entry for entry, slot, _, _ in rows if slots[entry] == slot}
+            given: set[str] = set()
             restored = []
-            for entry, _, previous, fingerprint in rows:
-                if entry in given and previous:
+            for entry, (fence, previous) in self._rows(db, list(slots)).items():
+                if fence.token != token or fence.slot != slots[entry]:
+                    continue
+                given.add(entry)
+                if previous:
                     anchor = previous.startswith("a")
-                    slot = int(previous[1:] if anchor else previous)
+                    slot = int(previous.removeprefix("a"))
+                    fingerprint = fence.fingerprint or ""
                     restored.append((entry, slot, "" if anchor else "-", "", fingerprint))
             db.executemany(
                 "DELETE FROM hashbeat_fired WHERE prefix = ? AND entry = ?",
@@ -301,6 +324,7 @@ class SQLiteStore(Store):
             return self._stored(db, None if entries is None else list(entries))
 
     def forget(self, token: str, entries: Iterable[str]) -> bool:
+        entries = list(entries)  # read before the write lock is taken
         with self._tx() as db:
             if not self._holds(db, token):
                 return False
@@ -312,23 +336,26 @@ class SQLiteStore(Store):
 
     def heartbeat(self, token: str, role: str, ttl_ms: int, schedule_digest: str = "") -> None:
         check_ttl(ttl_ms)
+        check_digest(schedule_digest)  # as Redis requires, so a digest works in either store
         with self._tx() as db:
-            now = _now_ms()
+            now = _lease_now()
             db.execute(
-                "DELETE FROM hashbeat_beats WHERE prefix = ? AND expires_ms <= ?",
-                (self._prefix, now),
+                f"DELETE FROM hashbeat_beats WHERE prefix = ? AND NOT ({LIVE})",
+                (self._prefix, BOOT, now, now),
             )
             db.execute(
-                "INSERT OR REPLACE INTO hashbeat_beats VALUES (?, ?, ?, ?, ?, ?)",
-                (self._prefix, token, role, now, now + ttl_ms, schedule_digest),
+                "INSERT OR REPLACE INTO hashbeat_beats (prefix, token, role, last_seen_ms,"
+                " expires_ms, digest, boot, ttl_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (self._prefix, token, role, _now_ms(), now + ttl_ms, schedule_digest, BOOT, ttl_ms),
             )
 
     def beats(self) -> list[BeatInfo]:
+        now = _lease_now()
         with self._tx(write=False) as db:
             rows = db.execute(
                 "SELECT token, last_seen_ms, role, digest FROM hashbeat_beats"
-                " WHERE prefix = ? AND expires_ms > ? ORDER BY last_seen_ms DESC, token",
-                (self._prefix, _now_ms()),
+                f" WHERE prefix = ? AND {LIVE} ORDER BY last_seen_ms DESC, token",
+                (self._prefix, BOOT, now, now),
             )
             return [BeatInfo(*row) for row in rows]
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import redis
 
 from celery_hashbeat.store import Store, open_store
 
@@ -44,3 +46,33 @@ def connect(backend: Backend) -> Iterator[Callable[..., Store]]:
 @pytest.fixture
 def store(connect: Callable[..., Store]) -> Store:
     return connect()
+
+
+@pytest.fixture
+def write_raw(backend: Backend, store: Store) -> Callable[[str, str], None]:
+    """Writes a fence value by hand, behind the store's back, as a hand edit or an older release
+    would: into the Redis hash, or split over the SQLite columns (a value that is not four
+    fields goes whole into the slot column, so it reads back unchanged)."""
+
+    def write(entry: str, value: str) -> None:
+        if backend.name == "redis":
+            client = redis.Redis.from_url(backend.url, decode_responses=True)
+            try:
+                client.hset(f"{{{backend.prefix}}}:fired", entry, value)
+            finally:
+                client.close()
+            return
+        fields = value.split("|", 3)
+        columns = fields if len(fields) == 4 else [value, "-", "", ""]
+        db = sqlite3.connect(backend.url.removeprefix("sqlite:///"))
+        try:
+            db.execute(
+                "INSERT OR REPLACE INTO hashbeat_fired (prefix, entry, slot, token, previous,"
+                " fingerprint) VALUES (?, ?, ?, ?, ?, ?)",
+                (backend.prefix, entry, *columns),
+            )
+            db.commit()
+        finally:
+            db.close()
+
+    return write

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 
@@ -214,6 +215,88 @@ def test_forget_drops_the_fence_only_under_the_lease(store: Store) -> None:
     assert store.last_slots() == {"x": 1, "y": 20}
 
 
+def test_forget_of_nothing_still_answers_whether_the_lease_is_held(store: Store) -> None:
+    assert not store.forget("a", [])
+    assert store.acquire("a", LONG)
+    assert store.forget("a", [])
+    assert not store.forget("b", iter(()))
+
+
+def test_tokens_that_would_spoil_a_fence_are_refused(store: Store) -> None:
+    for token in ("", "-", "host|1"):
+        with pytest.raises(ValueError, match="token"):
+            store.acquire(token, LONG)
+        with pytest.raises(ValueError, match="token"):
+            store.claim(token, fp({"x": 1}))
+    assert store.leader() is None
+    assert store.fences() == {}
+
+
+def test_unreadable_fences_are_logged_once_skipped_and_overwritten(
+    store: Store, write_raw: Callable[[str, str], None], caplog: pytest.LogCaptureFixture
+) -> None:
+    """One bad value (a hand edit, a bug elsewhere) never stops the beat: fences() leaves it
+    out, says so once, and the entry's next claim or anchor writes a good fence over it."""
+    bad = {"word": "soon", "sign": "-5|a||fp1", "short": "5|a|fp1", "previous": "5|a|zz|fp1"}
+    for entry, value in bad.items():
+        write_raw(entry, value)
+    with caplog.at_level(logging.WARNING, logger="celery_hashbeat.store"):
+        assert store.fences() == {}
+        assert store.fences(list(bad)) == {}
+        assert store.last_slots() == {}
+    for entry in bad:  # SQLite shows its row's columns joined as Redis would store them
+        said = [record for record in caplog.records if f"entry {entry!r}" in record.getMessage()]
+        assert len(said) == 1, entry
+        assert said[0].levelname == "WARNING"
+        assert "skipping" in said[0].getMessage()
+    assert store.acquire("a", LONG)
+    assert store.unclaim("a", {"previous": 5}) == set()  # cannot tell what to restore: kept out
+    assert store.claim("a", fp({"word": 7, "sign": 7})) == {"word", "sign"}
+    assert store.anchor("a", {"short": (9, FP), "previous": (9, FP)}) == {
+        "short": Fence(9, "", FP),
+        "previous": Fence(9, "", FP),
+    }
+    assert store.fences() == {
+        "word": Fence(7, "a", FP),
+        "sign": Fence(7, "a", FP),
+        "short": Fence(9, "", FP),
+        "previous": Fence(9, "", FP),
+    }
+
+
+def test_a_bare_slot_of_release_0_1_reads_as_a_claim_by_an_unknown_beat(
+    store: Store, write_raw: Callable[[str, str], None]
+) -> None:
+    write_raw("old", "1700000000000")
+    write_raw("older", "1600000000000")
+    assert store.fences() == {
+        "old": Fence(1_700_000_000_000, "-", None),
+        "older": Fence(1_600_000_000_000, "-", None),
+    }
+    assert store.last_slots() == {"old": 1_700_000_000_000, "older": 1_600_000_000_000}
+    assert store.acquire("a", LONG)
+    # No fingerprint recorded: any schedule's anchor keeps it.
+    assert store.anchor("a", {"old": (5, FP)}) == {"old": Fence(1_700_000_000_000, "-", None)}
+    assert store.claim("a", fp({"old": 1_700_000_000_000})) == set()
+    assert store.claim("a", fp({"old": 1_700_000_060_000, "older": 1_600_000_060_000})) == {
+        "old",
+        "older",
+    }
+    assert store.unclaim("a", {"old": 1_700_000_060_000}) == {"old"}
+    # Given back: the old slot again, with the fingerprint of the claim given back.
+    assert store.fences(["old"]) == {"old": Fence(1_700_000_000_000, "-", FP)}
+
+
+def test_a_fence_restored_by_a_give_back_is_nobodys_to_give_back_again(store: Store) -> None:
+    assert store.acquire("a", LONG)
+    assert store.claim("a", fp({"x": 100}))
+    assert store.claim("a", fp({"x": 200}))
+    assert store.unclaim("a", {"x": 200}) == {"x"}
+    assert store.unclaim("a", {"x": 100}) == set()  # restored as "-": a cannot undo it
+    assert store.claim("a", fp({"x": 100})) == set()  # nor claim it again as its own
+    assert store.fences() == {"x": Fence(100, "-", FP)}
+
+
 def test_last_slots_of_some_entries(store: Store) -> None:
     assert store.last_slots() == {}
     assert store.last_slots([]) == {}
@@ -278,6 +361,20 @@ def test_heartbeats_carry_the_schedule_digest_and_a_release_drops_its_beat(store
     assert not store.release("b")
     assert store.release("a")
     assert [beat.token for beat in store.beats()] == ["b"]  # a stopped beat is not listed
+
+
+def test_a_schedule_digest_is_any_text_without_a_pipe(store: Store) -> None:
+    """The digest is the scheduler's business: whatever it looks like, it comes back, and the
+    beat that sent it stays listed when another beat's heartbeat prunes the expired ones."""
+    store.heartbeat("a", "leader", LONG, "Not-Hex_ü+/=")
+    store.heartbeat("b", "standby", LONG, "")
+    assert {beat.token: beat.schedule_digest for beat in store.beats()} == {
+        "a": "Not-Hex_ü+/=",
+        "b": "",
+    }
+    with pytest.raises(ValueError, match="digest"):
+        store.heartbeat("c", "standby", LONG, "a|b")
+    assert {beat.token for beat in store.beats()} == {"a", "b"}
 
 
 def test_ping_answers(store: Store) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from celery_hashbeat.store import SQLiteStore, StoreConfigError, StoreUnavailable, open_store
+from celery_hashbeat.store import sqlite as sqlite_store
 from celery_hashbeat.store.base import Fence
 
 LONG = 60_000
@@ -199,6 +200,59 @@ def test_a_wall_clock_step_neither_stretches_nor_cuts_the_lease(
         store.close()
 
 
+def test_a_wall_clock_step_neither_hides_nor_keeps_heartbeats(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Heartbeats expire on the monotonic clock too; only ``last_seen_ms``, for people, is
+    wall-clock time."""
+    store = open_store(f"sqlite:///{tmp_path}/beat.sqlite")
+    real = time.time
+    try:
+        store.heartbeat("short", "standby", 300)
+        store.heartbeat("long", "leader", LONG)
+        monkeypatch.setattr(time, "time", lambda: real() + 3600)  # an hour forward
+        assert {beat.token for beat in store.beats()} == {"short", "long"}
+        monkeypatch.setattr(time, "time", lambda: real() - 3600)  # an hour back
+        time.sleep(0.5)
+        store.heartbeat("late", "standby", LONG)
+        beats = store.beats()
+        assert [beat.token for beat in beats] == ["long", "late"]  # most recent by the wall clock
+        assert abs(beats[1].last_seen_ms - (real() - 3600) * 1000) < 5_000
+    finally:
+        store.close()
+
+
+def test_a_lease_from_another_boot_or_too_far_ahead_has_lapsed(tmp_path: Path) -> None:
+    """The monotonic clock restarts at boot: a lease row is live only in the boot that wrote it
+    and while its expiry is no further ahead than its TTL."""
+    path = tmp_path / "beat.sqlite"
+    store = open_store(f"sqlite:///{path}")
+    db = sqlite3.connect(path)
+
+    def lease(boot: str, ahead_ms: int, ttl_ms: int) -> None:
+        expires = int(time.monotonic() * 1000) + ahead_ms
+        db.execute(
+            "INSERT OR REPLACE INTO hashbeat_lease (prefix, token, expires_ms, boot, ttl_ms)"
+            " VALUES ('hashbeat', 'ghost', ?, ?, ?)",
+            (expires, boot, ttl_ms),
+        )
+        db.commit()
+
+    try:
+        lease(sqlite_store.BOOT, LONG, LONG)
+        holder = store.leader()
+        assert holder is not None
+        assert holder.token == "ghost"
+        lease("a boot before this one", LONG, LONG)
+        assert store.leader() is None
+        lease(sqlite_store.BOOT, LONG, 1_000)  # set with 1 s to live, yet a minute ahead
+        assert store.leader() is None
+        assert store.acquire("a", LONG)
+    finally:
+        db.close()
+        store.close()
+
+
 def test_a_file_of_release_0_1_is_upgraded_in_place(tmp_path: Path) -> None:
     path = tmp_path / "old.sqlite"
     db = sqlite3.connect(path)
@@ -213,6 +267,7 @@ def test_a_file_of_release_0_1_is_upgraded_in_place(tmp_path: Path) -> None:
             PRIMARY KEY (prefix, token)) WITHOUT ROWID;
         INSERT INTO hashbeat_fired VALUES ('hashbeat', 'nightly', 1700000000000);
         INSERT INTO hashbeat_lease VALUES ('hashbeat', 'old-beat', 99999999999999);
+        INSERT INTO hashbeat_beats VALUES ('hashbeat', 'old-beat', 'leader', 1, 99999999999999);
         PRAGMA user_version = 1;
         """
     )
@@ -221,11 +276,23 @@ def test_a_file_of_release_0_1_is_upgraded_in_place(tmp_path: Path) -> None:
     try:
         assert store.fences() == {"nightly": Fence(1_700_000_000_000, "-", None)}
         assert store.leader() is None  # a wall-clock lease of the old release has lapsed
+        assert store.beats() == []  # and so has its heartbeat
         assert store.acquire("a", LONG)
+        assert store.anchor("a", {"nightly": (5, "fp")}) == {
+            "nightly": Fence(1_700_000_000_000, "-", None)
+        }
         assert store.claim("a", {"nightly": (1_700_000_000_000, "fp")}) == set()
         assert store.claim("a", {"nightly": (1_700_000_060_000, "fp")}) == {"nightly"}
+        store.heartbeat("a", "leader", LONG, "0f3a")
+        assert [(beat.token, beat.schedule_digest) for beat in store.beats()] == [("a", "0f3a")]
     finally:
         store.close()
+    db = sqlite3.connect(path)
+    try:
+        assert db.execute("PRAGMA user_version").fetchone() == (sqlite_store.SCHEMA_VERSION,)
+        assert sqlite_store.SCHEMA_VERSION > 1
+    finally:
+        db.close()
 
 
 def test_an_unreadable_fence_is_logged_once_skipped_and_overwritten(
