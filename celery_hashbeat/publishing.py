@@ -13,9 +13,10 @@ hung broker behind. Each slot ends in exactly one state:
   when the batch was cut short: it may have gone out or not, so its claim is kept (at most once).
 
 Each message gets one attempt (the scheduler turns Celery's publish retry off): a retry after a
-connection lost mid-publish could send the message twice. After the first ``FAILED`` or
-``UNKNOWN`` slot the batch stops, and the rest are given back: a broker in trouble would fail
-every message the same way.
+connection lost mid-publish could send the message twice. The connection is made before each
+message starts, so a batch cut short while connecting gives that slot back too. After the first
+``FAILED`` or ``UNKNOWN`` slot the batch stops, and the rest are given back: a broker in trouble
+would fail every message the same way.
 """
 
 from __future__ import annotations
@@ -75,9 +76,11 @@ class Batch(Generic[E]):
         slots: Sequence[tuple[E, int]],
         send: Callable[[E, int], object],
         transient: tuple[type[BaseException], ...] = TRANSIENT_ERRORS,
+        connect: Callable[[], object] = lambda: None,
     ) -> None:
         self.slots = slots
         self._send = send
+        self._connect = connect
         self._transient = transient
         self._lock = threading.Lock()
         self._cancelled = False
@@ -91,19 +94,31 @@ class Batch(Generic[E]):
             with self._lock:
                 if self._cancelled:
                     return
-                self._started = index + 1
                 self._in_flight_since = time.monotonic()
-            outcome = Outcome.SENT
+            try:
+                self._connect()
+            except Exception as exc:  # whatever it is, no message has left yet
+                self._end(index, Outcome.FAILED, exc)
+                return
+            with self._lock:
+                if self._cancelled:  # cut short while connecting: the slot is given back
+                    return
+                self._started = index + 1
             try:
                 self._send(entry, slot)
             except Exception as exc:
-                self.errors[index] = exc
                 outcome = self._classify(exc)
-            with self._lock:
-                self.outcomes[index] = outcome
-                self._in_flight_since = None
-            if outcome is Outcome.FAILED or outcome is Outcome.UNKNOWN:
-                return
+                self._end(index, outcome, exc)
+                if outcome is not Outcome.DROPPED:
+                    return
+            else:
+                self._end(index, Outcome.SENT, None)
+
+    def _end(self, index: int, outcome: Outcome, error: BaseException | None) -> None:
+        with self._lock:
+            self.outcomes[index] = outcome
+            self.errors[index] = error
+            self._in_flight_since = None
 
     def _classify(self, exc: BaseException) -> Outcome:
         if not isinstance(exc, self._transient):

@@ -368,7 +368,7 @@ class Scheduler(beat.Scheduler):
     def _publish_batch(self, slots: list[tuple[Entry, int]]) -> list[Settled[Entry]]:
         """Publish on the helper thread; renew the lease while waiting, and cut the batch short
         on a stop, a lost lease or a broker that stops answering."""
-        batch = Batch(slots, self._send_slot, self.transient_errors)
+        batch = Batch(slots, self._send_slot, self.transient_errors, self._connect)
 
         def give_up() -> bool:
             if self._stop.requested:
@@ -468,14 +468,17 @@ class Scheduler(beat.Scheduler):
 
     # Publishing -------------------------------------------------------------------------------
 
-    def _send_slot(self, entry: Entry, slot: int) -> None:
-        when = slot_iso(slot)
-        logger.info("Scheduler: Sending due task %s (%s) slot %s", entry.name, entry.task, when)
-        # Connect first, once, with no waiting between tries: a refused connection then fails
-        # here, where nothing can have been sent (kombu's own first connect retries forever).
+    def _connect(self) -> None:
+        """Connect to the broker if not connected, trying once: a refused or hung connection
+        then fails where nothing can have been sent (kombu's own first connect, inside a
+        publish, retries forever)."""
         self.connection.ensure_connection(
             max_retries=1, interval_start=0, interval_step=1, interval_max=1
         )
+
+    def _send_slot(self, entry: Entry, slot: int) -> None:
+        when = slot_iso(slot)
+        logger.info("Scheduler: Sending due task %s (%s) slot %s", entry.name, entry.task, when)
         self.send(entry, slot_task_id(entry.name, slot), when)
 
     @cached_property

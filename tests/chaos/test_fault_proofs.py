@@ -197,11 +197,9 @@ def test_sigterm_is_answered_while_the_broker_is_down_or_hung(
     """The broker's port refuses, or accepts and never answers (a frozen server). SIGTERM to the
     leader, then to the standby that took over meanwhile (its first publish opens a connection
     to the dead broker: Celery retries that for minutes), is answered within the bound each
-    time, and the lease is left behind. Two fresh beats then finish the run: nothing twice.
-
-    With a hung broker, the standby's first publish is still opening its connection when it is
-    stopped: whether it went out is unknowable to the beat, so at-most-once keeps that claim
-    (docs/ha.md) and the one slot it named may be lost; nothing else may be."""
+    time, and the lease is left behind. Two fresh beats then finish the run: nothing twice, and
+    nothing lost (a publish cut short while its connection is still being made has sent
+    nothing, so its claim is given back)."""
     chaos = start(cluster, private_redis, beats=2, broker=proxy.url())
     leader = chaos.steady()
     chaos.note(f"broker: {fault}")
@@ -219,7 +217,33 @@ def test_sigterm_is_answered_while_the_broker_is_down_or_hung(
     chaos.note("broker back")
     chaos.add_beat()
     chaos.add_beat()
-    finish(chaos, ambiguous=1 if fault == "hang" else 0)
+    finish(chaos)
+
+
+def test_sigterm_is_answered_while_the_store_hangs(
+    cluster: MakeCluster, private_redis: RedisProcess, proxy: FaultProxy
+) -> None:
+    """The store takes requests and never answers: the leader exits within the bound all the
+    same (its lease then lapses by itself), and the standby leads once the store answers. The
+    hang starts after a whole second's claim: a claim left hanging at exit may still run on the
+    store when it recovers, and its slots are then lost (docs/ha.md), which is not this test's
+    subject."""
+    chaos = start(cluster, private_redis, beats=2, store=proxy.url())
+    leader = chaos.steady()
+    sleep_until(int(time.time()) + 1.2)
+    chaos.note("store: hang")
+    proxy.hang()
+    time.sleep(0.3)
+    since = chaos.note(f"SIGTERM leader {leader.name} pid {leader.pid}")
+    leader.terminate()
+    code = leader.wait(STUCK)
+    took = time.time() - since
+    print(f"{leader.name} answered SIGTERM in {took:.2f}s with the store hung (exit code {code})")
+    assert code == 0 and took <= STOP_BOUND, f"exit code {code} after {took:.2f}s"
+    chaos.gone(leader, replace=False)
+    proxy.pass_through()
+    chaos.note("store answers again")
+    finish(chaos)
 
 
 # A chaos run with a failing broker ---------------------------------------------------------------

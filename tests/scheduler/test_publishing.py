@@ -101,3 +101,32 @@ def test_an_abandoned_call_leaves_its_thread_and_the_next_call_gets_another() ->
     assert runner.call(threading.current_thread, give_up=lambda: False).name == "test-2"
     hang.set()
     runner.close()
+
+
+def test_a_batch_cut_short_while_connecting_gives_that_slot_back() -> None:
+    """Nothing has left while the connection is being made: a stop or a hung broker then
+    leaves the slot to be given back, not kept as 'may have gone out'."""
+    connecting, release = threading.Event(), threading.Event()
+    sent: list[str] = []
+
+    def connect() -> None:
+        connecting.set()
+        release.wait(5)
+
+    batch = Batch([("first", 1)], lambda entry, slot: sent.append(entry), connect=connect)
+    thread = threading.Thread(target=batch.run)
+    thread.start()
+    assert connecting.wait(5)
+    settled = outcomes(batch)
+    release.set()
+    thread.join(5)
+    assert settled == {"first": Outcome.UNSENT} and sent == []  # and it never goes out later
+
+
+def test_a_connection_that_fails_sends_nothing_and_gives_back() -> None:
+    def connect() -> None:
+        raise OSError("handshake failed")
+
+    batch = Batch([("a", 1), ("b", 1)], lambda entry, slot: None, connect=connect)
+    batch.run()
+    assert outcomes(batch) == {"a": Outcome.FAILED, "b": Outcome.UNSENT}
