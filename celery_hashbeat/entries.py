@@ -23,6 +23,7 @@ from celery_hashbeat.slots import (
     ChainSlots,
     CronSlots,
     DerivedSlots,
+    ScheduleEnded,
     Slots,
     crontab_slots,
     duration_ms,
@@ -183,13 +184,20 @@ class Entry(ScheduleEntry):
         low = after if self.window is None else max(after, now - self.window - 1)
         return self.source.recent(low, now, 1 if self.catch_up == "latest" else ALL_CAP)
 
+    def _missed_after(self, slot: int, now: int) -> bool:
+        """Whether later slots than ``slot`` are already due (none are, after a schedule's last)."""
+        try:
+            return self.source.next_after(slot) <= now
+        except ScheduleEnded:
+            return False
+
     def ready(self, now: int) -> bool:
         """Whether the slot at the head of the queue is to be enqueued now. An overdue slot with
         later slots overdue too goes through the catch-up policy first, and a slot older than the
         window is never enqueued: either may move the entry on."""
         slot = self.slot
         assert slot is not None
-        if self.pending is None and self.source.next_after(slot) <= now:
+        if self.pending is None and self._missed_after(slot, now):
             kept = self._missed(slot, now)
             if self.catch_up == "all" and (self.window is None or slot >= now - self.window):
                 kept = [slot, *kept][-ALL_CAP:]

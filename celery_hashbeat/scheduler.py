@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import hashlib
+import logging
 import time
 import uuid
 from functools import cached_property
@@ -27,7 +28,7 @@ from celery_hashbeat.entries import Entry, EntryError, SharedSlots, build_entry
 from celery_hashbeat.lease import Lease, new_token
 from celery_hashbeat.publishing import TRANSIENT_ERRORS, Batch, Outcome, Settled
 from celery_hashbeat.settings import ConfigurationExit, Settings
-from celery_hashbeat.slots import to_datetime
+from celery_hashbeat.slots import ScheduleEnded, ScheduleTooSlow, to_datetime
 from celery_hashbeat.stopping import GRACE, StopRequests
 from celery_hashbeat.store import open_store
 from celery_hashbeat.store.base import StoreConfigError, StoreUnavailable
@@ -97,6 +98,8 @@ class Scheduler(beat.Scheduler):
         #: Slots this beat claimed and has not sent (entry -> slot), to send when it leads again.
         self._owed: dict[str, int] = {}
         self._broker_outage: str | None = None
+        #: Entries whose schedule failed to plan, so the traceback is logged once only.
+        self._unplanned: set[str] = set()
         #: A publish waiting longer than this for the broker is left behind (seconds).
         self.publish_timeout = max(self.settings.lease_ttl, PUBLISH_TIMEOUT)
         filename = kwargs.get("schedule_filename")
@@ -294,18 +297,33 @@ class Scheduler(beat.Scheduler):
         heappush(self._queue, self._item(entry, now))
 
     def _plan(self, entry: Entry, now: int, step: Callable[..., Any], *args: Any) -> Any:
-        """Run one planning step of ``entry``. A schedule that cannot say its next slot is logged
-        and asked again later, as Celery's own scheduler does."""
+        """Run one planning step of ``entry``. A schedule that cannot say its next slot is asked
+        again later, as Celery's own scheduler does; logged with its traceback the first time,
+        in one line afterwards, and given up on (one line) once it has run out or was refused
+        as too slow."""
         try:
             return step(*args)
-        except Exception:
-            logger.exception(
-                "beat: cannot compute the next slot of entry %r; trying again in %ss",
+        except (ScheduleEnded, ScheduleTooSlow) as exc:
+            self._give_up_on(entry, str(exc))
+        except Exception as exc:
+            first = entry.name not in self._unplanned
+            self._unplanned.add(entry.name)
+            logger.log(
+                logging.ERROR if first else logging.WARNING,
+                "beat: cannot compute the next slot of entry %r (%s: %s); trying again in %ss",
                 entry.name,
+                type(exc).__name__,
+                exc,
                 self.max_wait,
+                exc_info=first,
             )
             entry.slot = entry.pending = None
-            return False
+        return False
+
+    def _give_up_on(self, entry: Entry, why: str) -> None:
+        logger.error("beat: entry %r has no more slots to send: %s", entry.name, why)
+        entry.active = False
+        entry.slot = entry.pending = None
 
     def _item(self, entry: Entry, now: int) -> tuple[int, int, Entry]:
         """The entry's place in the queue: its slot, or a retry for one that could not plan."""

@@ -210,6 +210,10 @@ ANSWER_BUDGET = 1.0
 WALK_BUDGET = 10 * ANSWER_BUDGET
 
 
+class ScheduleEnded(ValueError):  # noqa: N818 - reads as what happened
+    """A Celery schedule with no slot left (a recurrence with a count or an end)."""
+
+
 class ScheduleTooSlow(ValueError):  # noqa: N818 - reads as what happened
     """A Celery schedule that cannot say its slots in bounded time."""
 
@@ -304,7 +308,7 @@ class DerivedSlots(Slots):
         if self._walking and self._spent > WALK_BUDGET:
             self._refuse(f"took over {WALK_BUDGET} s to list its missed slots")
         if remaining is None:
-            raise ValueError(f"{self.schedule!r} has no slot after {moment.isoformat()}")
+            raise ScheduleEnded(f"{self.schedule!r} has no slot after {moment.isoformat()}")
         if not isinstance(remaining, timedelta):
             self._refuse(f"answered {remaining!r}, not a timedelta")
         return to_ms(now) + duration_ms(remaining)

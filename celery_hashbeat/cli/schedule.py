@@ -53,7 +53,7 @@ def describe(entry: Entry, app: Celery) -> Row:
     if isinstance(given, int | float | timedelta):
         given = schedule(given, entry.relative, app=app)
     if isinstance(given, hashcron):
-        expr = given.compile(entry.name)
+        expr = given.compile(entry.name, app.timezone)
         row.kind, row.expression, row.resolved = "hashcron", given.expr, str(expr)
         row.key, row.zone = str(expr.key), str(expr.tz)
     elif isinstance(given, hashinterval) and isinstance(entry.source, IntervalSlots):

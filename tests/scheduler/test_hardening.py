@@ -7,12 +7,13 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 
 import pytest
 import redis
 from celery import Celery
 from celery.beat import BeatLazyFunc
+from redbeat.schedules import rrule
 
 from celery_hashbeat import hashcron
 from celery_hashbeat.store import open_store
@@ -207,3 +208,23 @@ def test_a_batch_longer_than_the_lease_keeps_the_lease(
     store.close()
     assert leader.is_leader and lease is not None and lease.token == leader.token
     assert len(broker.slots()) == 20
+
+
+def test_a_schedule_that_runs_out_is_given_up_with_one_line(
+    app: Celery, broker: Broker, clock: Clock, schedulers: Make, caplog: pytest.LogCaptureFixture
+) -> None:
+    start = datetime(2030, 1, 1, 0, 1, tzinfo=timezone.utc)
+    app.conf.beat_schedule = {
+        "twice": {"task": "t", "schedule": rrule("MINUTELY", count=2, dtstart=start)},
+        "steady": {"task": "t", "schedule": hashcron("* * * * *")},
+    }
+    beat = schedulers(clock)
+    ticks(beat)
+    with caplog.at_level(logging.WARNING, logger="celery_hashbeat"):
+        for _ in range(5):
+            clock.advance(60)
+            drain(beat)
+    assert Counter(entry for entry, _ in broker.slots()) == {"twice": 2, "steady": 5}
+    ended = [r for r in caplog.records if "twice" in r.getMessage()]
+    assert len(ended) == 1 and "no more slots" in ended[0].getMessage(), ended
+    assert not ended[0].exc_info
