@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import logging
 import math
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,10 +40,19 @@ _warned: set[str] = set()
 
 class ConfigurationExit(SystemExit):
     """Ends ``celery beat`` with one line naming the setting and the fix, and no traceback: a
-    mistake in the configuration is the user's to correct, not a crash to debug."""
+    mistake in the configuration is the user's to correct, not a crash to debug.
+
+    The interpreter prints a SystemExit's message once, as one write to stderr, even when Celery
+    has redirected stderr into its log (an uncaught exception is written there in hundreds of
+    pieces, each its own log record). A thread swallows a SystemExit without a word, so off the
+    main thread (``EmbeddedService(thread=True)``) the line is logged as well.
+    """
 
     def __init__(self, problem: Exception) -> None:
-        super().__init__(f"celery_hashbeat: {problem}")
+        message = f"celery_hashbeat: {problem}"
+        super().__init__(message)
+        if threading.current_thread() is not threading.main_thread():
+            logger.critical("%s", message)
 
 
 DEFAULT_STORE_URL = "sqlite:///celerybeat-hashbeat.sqlite"
@@ -106,9 +116,12 @@ class Settings:
         return math.ceil(self.lease_ttl * 1000)
 
     @classmethod
-    def from_conf(cls, conf: Any) -> Settings:
-        """Read and check the settings of a Celery configuration."""
-        warn_unknown(conf)
+    def from_conf(cls, conf: Any, *, warn: bool = True) -> Settings:
+        """Read and check the settings of a Celery configuration; with ``warn``, name any
+        ``hashbeat_*`` setting that nothing reads (Celery builds its scheduler twice at start,
+        once only for the banner, which passes ``warn=False`` to keep the log to one warning)."""
+        if warn:
+            warn_unknown(conf)
         url = setting(conf, "hashbeat_store_url", DEFAULT_STORE_URL)
         if not isinstance(url, str):
             raise ImproperlyConfigured(
@@ -165,15 +178,69 @@ def store_options(conf: Any, url: str, renew: float) -> dict[str, Any]:
     return options
 
 
+def read_keys(conf: Any) -> dict[str, str]:
+    """Every configuration key that ``conf.get()`` answers a known setting from, mapped to the
+    setting: the name itself and, in an app configured with a namespace (Django's
+    ``namespace="CELERY"``), the prefixed name in the prefix's case (``CELERY_HASHBEAT_LEASE_TTL``).
+    """
+    conf.get(KNOWN_SETTINGS[0])  # a pending configuration learns its namespace when first read
+    prefix = str(getattr(conf, "prefix", None) or "")
+    keys = {name: name for name in KNOWN_SETTINGS}
+    for name in KNOWN_SETTINGS if prefix else ():
+        spelled = prefix + name
+        keys[spelled.upper() if prefix.isupper() else spelled.lower()] = name
+    return keys
+
+
+def unread_setting(key: str, conf: Any) -> str | None:
+    """What is wrong with ``key`` and what to write instead, if it looks like a hashbeat setting
+    that ``conf`` does not read; None if it is read or is not meant for celery_hashbeat."""
+    keys = read_keys(conf)
+    if key in keys:
+        return None
+    prefix = str(getattr(conf, "prefix", None) or "")  # set by read_keys' first read
+    lowered = key.lower()
+    namespaced = next(
+        (p for p in (prefix.lower(), "celery_") if p and lowered.startswith(p + "hashbeat_")), ""
+    )
+    name = lowered[len(namespaced) :]
+    if not name.startswith("hashbeat_"):
+        return None
+
+    def spelled(setting: str) -> str:
+        """The spelling this app reads, namespaced when the app has a namespace and ``key`` is
+        in its style (Django's settings hold upper-case names only)."""
+        if prefix and (namespaced or key.isupper()):
+            return next(k for k, v in keys.items() if v == setting and k != setting)
+        return setting
+
+    if name in KNOWN_SETTINGS:
+        if namespaced and not prefix:
+            return (
+                f"setting {key} is ignored: this app reads {name}; the "
+                f"{key[: len(namespaced)]}HASHBEAT_* spelling is read only by an app configured "
+                f"with config_from_object(..., namespace='CELERY')"
+            )
+        return f"setting {key} is ignored: this app reads it as {spelled(name)}"
+    # Compared without the "hashbeat_" that every name shares, which would make anything close.
+    stem = len("hashbeat_")
+    close = difflib.get_close_matches(name[stem:], [known[stem:] for known in KNOWN_SETTINGS], n=1)
+    fix = (
+        f"did you mean {spelled('hashbeat_' + close[0])}?"
+        if close
+        else f"the settings are {', '.join(spelled(known) for known in KNOWN_SETTINGS)}"
+    )
+    return f"setting {key} is not a celery_hashbeat setting and is ignored: {fix}"
+
+
 def warn_unknown(conf: Any) -> None:
-    """Warn about ``hashbeat_*`` settings that nothing reads (``hashbeat_lease_tll``), naming the
-    closest known one; Django's ``CELERY_HASHBEAT_*`` spelling included."""
-    for key in list(conf.keys()):
-        name = str(key).lower()
-        name = name[len("celery_") :] if name.startswith("celery_hashbeat_") else name
-        if not name.startswith("hashbeat_") or name in KNOWN_SETTINGS or key in _warned:
+    """Warn once about each ``hashbeat_*`` setting that nothing reads, a typo such as
+    ``hashbeat_lease_tll`` or a spelling the app does not read (``CELERY_HASHBEAT_*`` without
+    Django's namespace), naming what to write: otherwise the default applies without a word."""
+    for key in sorted(map(str, conf)):
+        if key in _warned or "hashbeat_" not in key.lower():
             continue
-        _warned.add(key)
-        close = difflib.get_close_matches(name, KNOWN_SETTINGS, n=1)
-        hint = f"did you mean {close[0]}?" if close else f"known: {', '.join(KNOWN_SETTINGS)}"
-        logger.warning("setting %s is not a celery_hashbeat setting and is ignored: %s", key, hint)
+        problem = unread_setting(key, conf)
+        if problem is not None:
+            _warned.add(key)
+            logger.warning("celery_hashbeat: %s", problem)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import logging
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -12,7 +15,14 @@ from celery.beat import Service
 from celery.exceptions import ImproperlyConfigured
 
 from celery_hashbeat import Scheduler
-from celery_hashbeat.settings import DEFAULT_STORE_URL, Settings
+from celery_hashbeat import settings as settings_module
+from celery_hashbeat.settings import (
+    DEFAULT_STORE_URL,
+    KNOWN_SETTINGS,
+    ConfigurationExit,
+    Settings,
+    unread_setting,
+)
 
 
 def settings_of(**conf: Any) -> Settings:
@@ -109,3 +119,109 @@ def test_the_banner_uses_a_lazy_instance_through_the_alias(app: Celery, key_pref
     banner = Beat(app=app, scheduler="hashbeat", quiet=True).startup_info(service)
     assert "celery_hashbeat.scheduler.Scheduler" in banner
     assert f"prefix {key_prefix}" in banner
+
+
+@pytest.fixture
+def warnings(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureFixture]:
+    """The settings' warnings, with the once-per-process memory emptied before and after."""
+    settings_module._warned.clear()
+    caplog.set_level(logging.WARNING, logger="celery_hashbeat.settings")
+    yield caplog
+    settings_module._warned.clear()
+
+
+def warned(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "celery_hashbeat.settings"]
+
+
+def django_app(**settings: Any) -> Celery:
+    app = Celery("django", set_as_current=False)
+    app.config_from_object(type("DjangoSettings", (), settings), namespace="CELERY")
+    return app
+
+
+def test_a_mistyped_setting_is_warned_about_once_with_the_closest_one(
+    warnings: pytest.LogCaptureFixture,
+) -> None:
+    app = Celery("typo", set_as_current=False, config_source={"hashbeat_lease_tll": 3})
+    Settings.from_conf(app.conf)
+    Settings.from_conf(app.conf)  # Celery builds the scheduler twice: still one warning
+    assert warned(warnings) == [
+        "celery_hashbeat: setting hashbeat_lease_tll is not a celery_hashbeat setting and is "
+        "ignored: did you mean hashbeat_lease_ttl?"
+    ]
+
+
+def test_the_banner_instance_does_not_warn(warnings: pytest.LogCaptureFixture) -> None:
+    app = Celery("typo", set_as_current=False, config_source={"hashbeat_catchup": "all"})
+    Settings.from_conf(app.conf, warn=False)
+    assert warned(warnings) == []
+    Settings.from_conf(app.conf)
+    assert warned(warnings) == [
+        "celery_hashbeat: setting hashbeat_catchup is not a celery_hashbeat setting and is "
+        "ignored: did you mean hashbeat_catch_up?"
+    ]
+
+
+def test_known_settings_and_other_apps_settings_are_not_warned_about(
+    warnings: pytest.LogCaptureFixture,
+) -> None:
+    conf = dict.fromkeys(KNOWN_SETTINGS) | {"broker_url": "memory://", "myapp_x": 1}
+    Settings.from_conf(Celery("ok", set_as_current=False, config_source=conf).conf)
+    django = django_app(CELERY_HASHBEAT_LEASE_TTL=6, CELERY_BROKER_URL="memory://", MYAPP_X=1)
+    Settings.from_conf(django.conf)
+    assert warned(warnings) == []
+
+
+@pytest.mark.parametrize(
+    ("key", "message"),
+    [
+        ("CELERY_HASHBEAT_LEASE_TTL", None),
+        ("hashbeat_lease_ttl", None),  # Celery reads the plain name in a namespace too
+        ("CELERY_HASHBEAT_LEASE_TLL", "did you mean CELERY_HASHBEAT_LEASE_TTL?"),
+        ("CELERY_HASHBEAT_CATCHUP", "did you mean CELERY_HASHBEAT_CATCH_UP?"),
+        ("HASHBEAT_KEY_PREFIX", "is ignored: this app reads it as CELERY_HASHBEAT_KEY_PREFIX"),
+        ("CELERY_BROKER_URL", None),
+    ],
+)
+def test_the_django_spelling_is_checked_and_suggested(key: str, message: str | None) -> None:
+    problem = unread_setting(key, django_app(**{key: 1}).conf)
+    if message is None:
+        assert problem is None
+    else:
+        assert problem is not None and problem.startswith(f"setting {key} ") and message in problem
+
+
+@pytest.mark.parametrize(
+    ("key", "message"),
+    [
+        (
+            "CELERY_HASHBEAT_LEASE_TTL",
+            "is ignored: this app reads hashbeat_lease_ttl; the CELERY_HASHBEAT_* spelling is "
+            "read only by an app configured with config_from_object(..., namespace='CELERY')",
+        ),
+        ("HASHBEAT_LEASE_TTL", "is ignored: this app reads it as hashbeat_lease_ttl"),
+        ("hashbeat_store_option", "did you mean hashbeat_store_options?"),
+        ("hashbeat_redis_ssl", "did you mean hashbeat_redis_use_ssl?"),
+        ("hashbeat_zzz", "the settings are hashbeat_store_url, hashbeat_key_prefix, "),
+    ],
+)
+def test_a_spelling_a_plain_app_does_not_read_is_named(key: str, message: str) -> None:
+    conf = Celery("plain", set_as_current=False, config_source={key: 1}).conf
+    problem = unread_setting(key, conf)
+    assert problem is not None and problem.startswith(f"setting {key} ") and message in problem
+
+
+def test_a_configuration_exit_off_the_main_thread_is_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A thread swallows SystemExit silently (``EmbeddedService(thread=True)``): the line must
+    reach the log instead; on the main thread the interpreter prints it, so nothing is logged."""
+    caplog.set_level(logging.CRITICAL, logger="celery_hashbeat.settings")
+    problem = ImproperlyConfigured("hashbeat_catch_up must be one of 'latest', 'all', 'skip'")
+    assert str(ConfigurationExit(problem)) == f"celery_hashbeat: {problem}"
+    assert caplog.records == []
+    thread = threading.Thread(target=ConfigurationExit, args=(problem,))
+    thread.start()
+    thread.join()
+    assert [r.getMessage() for r in caplog.records] == [f"celery_hashbeat: {problem}"]
