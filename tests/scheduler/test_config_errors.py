@@ -167,3 +167,26 @@ def test_no_word_about_the_schedule_file_when_none_was_given(tmp_path: Path) -> 
     store = f"sqlite:///{tmp_path}/store.sqlite"
     _, output = beat({"hashbeat_store_url": store}, timeout=6)
     assert warnings_about("is not used", output) == [], output
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"hashbeat_catch_up": "newest"},
+        {"hashbeat_store_options": {"bogus": 1}},
+        {"hashbeat_store_url": "sqlite:////no/such/dir/x.sqlite"},
+    ],
+)
+def test_hashbeat_commands_report_the_same_line(config: dict[str, Any], tmp_path: Path) -> None:
+    """``hashbeat status`` on the same app says what beat says, as its one ``Error:`` line."""
+    config.setdefault("hashbeat_store_url", f"sqlite:///{tmp_path}/store.sqlite")
+    _, beat_output = beat(config)
+    env = {**os.environ, "HASHBEAT_CONFIG": json.dumps(config), "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [Path(sys.executable).with_name("hashbeat"), "status", "-A", "tests.scheduler.config_app"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=30, check=False,
+    )  # fmt: skip
+    assert done.returncode == 3, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    (beat_line,) = error_lines(beat_output)
+    assert line.removeprefix("Error: ") == beat_line.partition("celery_hashbeat: ")[2]
