@@ -75,7 +75,8 @@ class Scheduler(beat.Scheduler):
 
     def __init__(self, app: Celery, *args: Any, **kwargs: Any) -> None:
         try:
-            self.settings = Settings.from_conf(app.conf)
+            # Only the instance that runs warns: the banner's comes before logging is set up.
+            self.settings = Settings.from_conf(app.conf, warn=not kwargs.get("lazy"))
         except ImproperlyConfigured as exc:
             raise ConfigurationExit(exc) from None
         self.token = new_token()
