@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, cast
 
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from celery import Celery
 
     from celery_hashbeat.settings import Settings
+    from celery_hashbeat.store.base import Fence
 
 #: The most missed slots ``catch_up="all"`` enqueues for one entry.
 ALL_CAP = 100
@@ -184,6 +185,14 @@ class Entry(ScheduleEntry):
         low = after if self.window is None else max(after, now - self.window - 1)
         return self.source.recent(low, now, 1 if self.catch_up == "latest" else ALL_CAP)
 
+    def needs_anchor(self, fence: Fence | None) -> bool:
+        """Whether the store must record where this entry's slots start: a chained schedule
+        never sent, or a fence of another schedule (the entry changed; a fence whose schedule
+        was not recorded counts as this one)."""
+        if fence is None:
+            return self.source.chained
+        return fence.fingerprint not in (None, self.fingerprint)
+
     def _missed_after(self, slot: int, now: int) -> bool:
         """Whether later slots than ``slot`` are already due (none are, after a schedule's last)."""
         try:
@@ -282,6 +291,14 @@ class SharedSlots:
             return (*cast(tuple[Hashable, ...], identity), zone)
         shown = repr(given)
         return (type(given).__qualname__, "" if " at 0x" in shown else shown)
+
+
+def schedule_digest(entries: Iterable[Entry]) -> str:
+    """What a beat runs, in a few characters: the same for beats of one configuration."""
+    digest = hashlib.sha256()
+    for name, fingerprint in sorted((entry.name, entry.fingerprint) for entry in entries):
+        digest.update(f"{name}\x1f{fingerprint}\x1e".encode())
+    return digest.hexdigest()[:16]
 
 
 def derived_identity(schedule_: BaseSchedule) -> Hashable | None:

@@ -9,32 +9,30 @@ and publishes only what it claimed (DESIGN.md §5), with a task id derived from 
 from __future__ import annotations
 
 import gc
-import hashlib
 import logging
 import time
-import uuid
 from functools import cached_property
 from heapq import heapify, heappop, heappush
 from typing import TYPE_CHECKING, Any, cast
 
 from celery import beat
-from celery.beat import BeatLazyFunc
 from celery.exceptions import ImproperlyConfigured
 from celery.utils.log import get_logger
 from kombu.utils.url import maybe_sanitize_url
 
 from celery_hashbeat.background import Abandoned, Guarded, Runner
-from celery_hashbeat.entries import Entry, EntryError, SharedSlots, build_entry
+from celery_hashbeat.entries import Entry, EntryError, SharedSlots, build_entry, schedule_digest
 from celery_hashbeat.lease import Lease, new_token
+from celery_hashbeat.messages import send_slot, slot_iso, slot_task_id
 from celery_hashbeat.publishing import TRANSIENT_ERRORS, Batch, Outcome, Settled
 from celery_hashbeat.settings import ConfigurationExit, Settings
-from celery_hashbeat.slots import ScheduleEnded, ScheduleTooSlow, to_datetime
+from celery_hashbeat.slots import ScheduleEnded, ScheduleTooSlow
 from celery_hashbeat.stopping import GRACE, StopRequests
 from celery_hashbeat.store import open_store
 from celery_hashbeat.store.base import StoreConfigError, StoreUnavailable
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Mapping
+    from collections.abc import Callable, Mapping
 
     from celery import Celery
     from celery.beat import ScheduleEntry
@@ -42,10 +40,6 @@ if TYPE_CHECKING:
     from celery_hashbeat.store.base import Fence, Store
 
 logger = get_logger(__name__)
-
-#: Task ids are uuid5(NAMESPACE, "<entry>|<slot ms>"): fixed forever, so that downstream code can
-#: recognise a slot's task whichever beat sent it. Changing it breaks deduplication across releases.
-NAMESPACE = uuid.UUID("46f53fda-c94e-4ed5-bf27-9d8b09c0a1e3")
 
 #: The most slots claimed in one store call; a larger backlog is drained over consecutive ticks.
 BATCH = 1000
@@ -58,16 +52,6 @@ CELERY_SCHEDULE_FILE = "celerybeat-schedule"
 
 #: A publish that waits longer than this for the broker (seconds, at least) is left behind.
 PUBLISH_TIMEOUT = 5.0
-
-
-def slot_task_id(entry: str, slot: int) -> str:
-    """The task id of an entry's slot, the same from every beat."""
-    return str(uuid.uuid5(NAMESPACE, f"{entry}|{slot}"))
-
-
-def slot_iso(slot: int) -> str:
-    """A slot as ISO 8601 in UTC, to the millisecond, for the ``hashbeat_slot`` header."""
-    return to_datetime(slot).isoformat(timespec="milliseconds")
 
 
 class Scheduler(beat.Scheduler):
@@ -258,7 +242,7 @@ class Scheduler(beat.Scheduler):
             fresh = {
                 name: (now, entry.fingerprint)
                 for name, entry in self.entries.items()
-                if _needs_anchor(fences.get(name), entry)
+                if entry.needs_anchor(fences.get(name))
             }
             if fresh:
                 fences.update(store.anchor(self.token, fresh))
@@ -514,31 +498,8 @@ class Scheduler(beat.Scheduler):
         return self.Producer(self.connection, auto_declare=False)  # type: ignore[attr-defined]
 
     def send(self, entry: Entry, task_id: str, when: str) -> Any:
-        """Publish one slot of ``entry`` with its options, as Celery's scheduler would, plus the
-        slot's task id and the hashbeat headers."""
-        options = dict(entry.options)
-        headers = {
-            **(options.pop("headers", None) or {}),
-            "celery_beat_task": True,
-            "hashbeat_entry": entry.name,
-            "hashbeat_slot": when,
-        }
-        options["task_id"] = task_id
-        # One attempt per message: beat retries a slot itself, and only when it surely did not
-        # reach the broker (see ``publishing``); Celery's retry could send it twice.
-        options.setdefault("retry", False)
-        args, kwargs = entry.args, entry.kwargs
-        if entry.lazy:
-            args = tuple(arg() if isinstance(arg, BeatLazyFunc) else arg for arg in args)
-            kwargs = {k: v() if isinstance(v, BeatLazyFunc) else v for k, v in kwargs.items()}
-        task = self.app.tasks.get(entry.task)
-        if task is not None:
-            return task.apply_async(
-                args, kwargs, producer=self.producer, headers=headers, **options
-            )
-        return self.app.send_task(
-            entry.task, args, kwargs, producer=self.producer, headers=headers, **options
-        )
+        """Publish one slot of ``entry`` (the hook benchmarks and subclasses replace)."""
+        return send_slot(self.app, self.producer, entry, task_id, when)
 
     # Shutting down ----------------------------------------------------------------------------
 
@@ -582,20 +543,3 @@ class Scheduler(beat.Scheduler):
             f"    . lease -> {settings.lease_ttl:g}s, renewed every {settings.renew_interval:g}s; "
             f"catch-up {settings.catch_up}"
         )
-
-
-def _needs_anchor(fence: Fence | None, entry: Entry) -> bool:
-    """Whether the store must record where the entry's slots start: a chained schedule never
-    sent, or a fence of another schedule (the entry changed; a fence whose schedule was not
-    recorded counts as this one)."""
-    if fence is None:
-        return entry.source.chained
-    return fence.fingerprint not in (None, entry.fingerprint)
-
-
-def schedule_digest(entries: Iterable[Entry]) -> str:
-    """What this beat runs, in a few characters: the same for beats of one configuration."""
-    digest = hashlib.sha256()
-    for name, fingerprint in sorted((entry.name, entry.fingerprint) for entry in entries):
-        digest.update(f"{name}\x1f{fingerprint}\x1e".encode())
-    return digest.hexdigest()[:16]

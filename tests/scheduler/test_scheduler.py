@@ -17,7 +17,7 @@ from celery.beat import BeatLazyFunc
 from celery.schedules import crontab
 
 from celery_hashbeat import Scheduler, hashcron, hashinterval
-from celery_hashbeat.scheduler import NAMESPACE, slot_iso, slot_task_id
+from celery_hashbeat.messages import NAMESPACE, slot_iso, slot_task_id
 from celery_hashbeat.store import open_store
 
 from .conftest import T0, Broker, Clock, run_for, ticks

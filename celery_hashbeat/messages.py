@@ -1,0 +1,57 @@
+"""The message of a slot: its task id, its headers, and how it goes out through Celery.
+
+A slot's task carries the id ``uuid5(NAMESPACE, "<entry>|<slot ms>")`` and the headers
+``hashbeat_entry`` and ``hashbeat_slot`` (DESIGN.md §5), so downstream code can recognise it
+whichever beat sent it; everything else is as Celery's own scheduler would send it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from celery.beat import BeatLazyFunc
+
+from celery_hashbeat.slots import to_datetime
+
+if TYPE_CHECKING:
+    from celery import Celery
+
+    from celery_hashbeat.entries import Entry
+
+#: Fixed forever: changing it breaks deduplication across releases.
+NAMESPACE = uuid.UUID("46f53fda-c94e-4ed5-bf27-9d8b09c0a1e3")
+
+
+def slot_task_id(entry: str, slot: int) -> str:
+    """The task id of an entry's slot, the same from every beat."""
+    return str(uuid.uuid5(NAMESPACE, f"{entry}|{slot}"))
+
+
+def slot_iso(slot: int) -> str:
+    """A slot as ISO 8601 in UTC, to the millisecond, for the ``hashbeat_slot`` header."""
+    return to_datetime(slot).isoformat(timespec="milliseconds")
+
+
+def send_slot(app: Celery, producer: Any, entry: Entry, task_id: str, when: str) -> Any:
+    """Publish one slot of ``entry`` with its options, as Celery's scheduler would, plus the
+    slot's task id and the hashbeat headers."""
+    options = dict(entry.options)
+    headers = {
+        **(options.pop("headers", None) or {}),
+        "celery_beat_task": True,
+        "hashbeat_entry": entry.name,
+        "hashbeat_slot": when,
+    }
+    options["task_id"] = task_id
+    # One attempt per message: beat retries a slot itself, and only when it surely did not reach
+    # the broker (see ``publishing``); Celery's retry could send it twice.
+    options.setdefault("retry", False)
+    args, kwargs = entry.args, entry.kwargs
+    if entry.lazy:
+        args = tuple(arg() if isinstance(arg, BeatLazyFunc) else arg for arg in args)
+        kwargs = {k: v() if isinstance(v, BeatLazyFunc) else v for k, v in kwargs.items()}
+    task = app.tasks.get(entry.task)
+    if task is not None:
+        return task.apply_async(args, kwargs, producer=producer, headers=headers, **options)
+    return app.send_task(entry.task, args, kwargs, producer=producer, headers=headers, **options)
