@@ -8,13 +8,13 @@ from datetime import datetime, timezone, tzinfo
 import click
 
 from ..expr import CronSyntaxError, NoFireTimeError, parse
-from .loading import zone_option
+from .loading import find_celery_app, zone_option
 
 
 @click.command()
 @click.argument("expression")
 @click.option("--key", "-k", help="The key that seeds H terms: the beat_schedule entry's name.")
-@zone_option("IANA time zone of the schedule.", default="UTC")
+@zone_option("IANA time zone of the schedule [default: the app's under celery -A, else UTC].")
 @click.option(
     "-n",
     "count",
@@ -29,7 +29,7 @@ from .loading import zone_option
 def explain(
     expression: str,
     key: str | None,
-    tz: tzinfo,
+    tz: tzinfo | None,
     count: int,
     day_and: bool,
     after: datetime | None,
@@ -43,6 +43,15 @@ def explain(
       hashbeat explain "H/15 H(9-16) * * 1-5" --key report --tz Europe/Riga -n 10
       hashbeat explain @daily --key nightly --json
     """
+    if key == "":
+        raise click.BadParameter(
+            "an empty key seeds nothing useful: give the beat_schedule entry's name, or leave "
+            "--key out for an expression without H",
+            param_hint="'--key'",
+        )
+    if tz is None:
+        app = find_celery_app(None)
+        tz = app.timezone if app is not None else timezone.utc
     try:
         expr = parse(expression, key, tz=tz, day_and=day_and)
         start = after.replace(tzinfo=expr.tz) if after else datetime.now(expr.tz)

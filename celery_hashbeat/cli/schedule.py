@@ -134,10 +134,11 @@ def _print(rows: list[Row], now: int, zone: tzinfo, show_last: bool) -> None:
         click.echo("The app's beat_schedule is empty.")
         return
 
-    def when(ms: int | None, missing: str) -> str:
+    def when(ms: int | None, missing: str, upcoming: bool) -> str:
         if ms is None:
             return missing
-        return f"{stamp(ms, zone)} ({'due now, catching up' if ms <= now else relative(ms, now)})"
+        due = upcoming and ms <= now
+        return f"{stamp(ms, zone)} ({'due now, catching up' if due else relative(ms, now)})"
 
     headers = ["NAME", "TASK", "KIND", "EXPRESSION", "RESOLVED", "KEY", "ZONE", "NEXT RUN"]
     if show_last:
@@ -146,9 +147,9 @@ def _print(rows: list[Row], now: int, zone: tzinfo, show_last: bool) -> None:
     for row in rows:
         if row.error is None:
             line = [row.name, row.task, row.kind, row.expression, row.resolved, row.key, row.zone]
-            line.append(when(row.next_ms, "-"))
+            line.append(when(row.next_ms, "-", upcoming=True))
             if show_last:
-                line.append(when(row.last_ms, "never"))
+                line.append(when(row.last_ms, "never", upcoming=False))
             lines.append(line)
     if lines:
         click.echo(table(headers, lines))

@@ -4,10 +4,12 @@ turns it into a health probe."""
 from __future__ import annotations
 
 import time
+from datetime import datetime, timezone
 
 import click
 
 from ..settings import DEFAULT_KEY_PREFIX
+from ..store import BeatInfo, LeaseInfo
 from .loading import app_option, app_settings, connected, find_celery_app
 from .output import Findings, duration, echo_json, json_option, relative, stamp, table
 
@@ -78,7 +80,12 @@ def status(
                 if lease is None
                 else {"token": lease.token, "lease_left_ms": lease.ttl_left_ms},
                 "beats": [
-                    {"token": b.token, "role": b.role, "last_seen_ms": b.last_seen_ms}
+                    {
+                        "token": b.token,
+                        "role": role(b, lease),
+                        "last_seen": stamp_iso(b.last_seen_ms),
+                        "seen_ms_ago": max(0, now - b.last_seen_ms),
+                    }
                     for b in beats
                 ],
                 "last_slots": dict(slots),
@@ -93,7 +100,7 @@ def status(
             click.echo(f"leader    {lease.token}  (lease {left} left)")
         click.echo(f"beats     {len(beats)} seen recently")
         if beats:
-            rows = [[b.token, b.role, relative(b.last_seen_ms, now)] for b in beats]
+            rows = [[b.token, role(b, lease), relative(b.last_seen_ms, now)] for b in beats]
             click.echo(table(["TOKEN", "ROLE", "LAST SEEN"], rows, indent="  "))
         click.echo(f"enqueued  last slots of {len(slots)} entr{'y' if len(slots) == 1 else 'ies'}")
         if slots and limit:
@@ -103,3 +110,16 @@ def status(
                 click.echo(f"  ... and {len(slots) - limit} more (--limit, or --json)")
     if check and lease is None:
         raise Findings(f"no beat holds the lease in {where} (prefix {prefix!r})")
+
+
+def role(beat: BeatInfo, lease: LeaseInfo | None) -> str:
+    """The leader is whoever holds the lease; a beat whose last heartbeat said "leader" but
+    that no longer holds it (it died, or lost the lease since) is not shown as leading."""
+    if lease is not None and beat.token == lease.token:
+        return "leader"
+    return "standby" if beat.role == "standby" else "not leading (lease lost)"
+
+
+def stamp_iso(ms: int) -> str:
+    """An instant as ISO 8601 in UTC, to the millisecond."""
+    return datetime.fromtimestamp(ms / 1000, timezone.utc).isoformat(timespec="milliseconds")

@@ -15,6 +15,9 @@ MONTHS = (
     "", "January", "February", "March", "April", "May", "June", "July", "August", "September",
     "October", "November", "December",
 )  # fmt: skip
+#: Endings of a time phrase that already says it repeats all day.
+REPEATING = ("every hour", "every minute")
+
 ORDINALS = ("", "first", "second", "third", "fourth", "fifth")
 
 
@@ -53,7 +56,7 @@ def describe(resolved: Resolved, six_fields: bool) -> str:
     parts = [time]
     if days:
         parts.append(days)
-    elif time.startswith("At ") and months.kind == "all" and not time.endswith("every hour"):
+    elif time.startswith("At ") and months.kind == "all" and not time.endswith(REPEATING):
         parts[0] += " every day"
     if months.kind != "all":
         parts.append("in " + _month_words(months))
@@ -83,7 +86,11 @@ def _time_phrase(resolved: Resolved, six_fields: bool) -> str:
         if minutes.kind != "all":
             phrase += ", " + _during(minutes, "minute")
     if hours.kind == "all":
-        return phrase + (" of every hour" if phrase.startswith("At ") else "")
+        if not phrase.startswith("At "):
+            return phrase
+        # A list of seconds in every minute repeats each minute; anything else each hour.
+        every = "minute" if seconds.kind != "one" and minutes.kind == "all" else "hour"
+        return f"{phrase} of every {every}"
     return phrase + ", " + _hours_window(hours)
 
 

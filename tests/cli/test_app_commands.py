@@ -86,9 +86,39 @@ def test_status_check_follows_the_lease(invoke: Invoke, app_store: Store) -> Non
     assert shown["leader"]["token"] == token
     assert 0 < shown["leader"]["lease_left_ms"] <= 30_000
     assert [beat["role"] for beat in shown["beats"]] == ["leader"]
+    assert shown["beats"][0]["last_seen"].endswith("+00:00")  # an instant, plainly
+    assert 0 <= shown["beats"][0]["seen_ms_ago"] < 30_000  # and a duration, named as one
     assert shown["last_slots"] == {"refresh-prices": 1_700_000_000_000}
     app_store.release(token)
     assert invoke("status", "-A", APP, "--check").exit_code == Exit.FINDINGS
+
+
+def test_status_names_the_leader_by_the_lease_not_by_a_heartbeat(
+    invoke: Invoke, app_store: Store
+) -> None:
+    """A beat that died while leading still has a heartbeat saying "leader" until it expires;
+    the lease, held by another beat now, is what decides."""
+    app_store.heartbeat("host:1:gone", "leader", 30_000)
+    assert app_store.acquire("host:2:new", 30_000)
+    app_store.heartbeat("host:2:new", "leader", 30_000)
+    roles = {
+        b["token"]: b["role"]
+        for b in json.loads(invoke("status", "-A", APP, "--json").stdout)["beats"]
+    }
+    assert roles == {"host:1:gone": "not leading (lease lost)", "host:2:new": "leader"}
+
+
+def test_schedule_shows_the_last_enqueued_slot_as_past(invoke: Invoke, app_store: Store) -> None:
+    token = "host:3:x"
+    assert app_store.acquire(token, 30_000)
+    app_store.claim(token, {"poll-feeds": (int(time.time() * 1000) - 90_000, "fp")})
+    [line] = [
+        line
+        for line in invoke("schedule", "-A", APP).stdout.splitlines()
+        if line.startswith("poll-feeds")
+    ]
+    last = line.rsplit("(", 1)[1]
+    assert "ago" in last and "due now" not in last, line
 
 
 def test_status_by_url(invoke: Invoke, redis_url: str, key_prefix: str, store: Store) -> None:

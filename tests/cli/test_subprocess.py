@@ -4,13 +4,15 @@ and ``celery -A proj hashbeat``, in real processes."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from collections.abc import Callable
+from pathlib import Path
 
 from celery_hashbeat import parse
 from celery_hashbeat.cli.output import Exit
 from celery_hashbeat.store import Store
-from tests.cli.conftest import APP
+from tests.cli.conftest import APP, BIN, ROOT
 
 Run = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -82,3 +84,35 @@ def test_unreachable_store(run: Run) -> None:
     assert done.returncode == Exit.STORE
     assert len(done.stderr.strip().splitlines()) == 1
     assert "not answering" in done.stderr
+
+
+def test_celery_explain_uses_the_apps_timezone(tmp_path: Path) -> None:
+    """Under ``celery -A proj``, an expression means what it means in that app's beat."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "HASHBEAT_CONFIG": json.dumps(
+            {"timezone": "Europe/Riga", "hashbeat_store_url": f"sqlite:///{tmp_path}/s.sqlite"}
+        ),
+    }
+    args = ["-A", "tests.scheduler.config_app", "hashbeat", "explain", "0 9 * * *", "--json"]
+    done = subprocess.run(
+        [str(BIN / "celery"), *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    shown = json.loads(done.stdout)
+    assert shown["tz"] == "Europe/Riga"
+    assert shown["next"][0]["local"].endswith(("+02:00", "+03:00"))
+
+
+def test_an_empty_key_is_refused(run: Run) -> None:
+    done = run("hashbeat", "explain", "H * * * *", "--key", "")
+    assert done.returncode == Exit.USAGE
+    assert "'--key'" in done.stderr and "entry's name" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -136,3 +136,19 @@ def test_hashed_times_are_described_resolved() -> None:
         expr = parse("@daily", f"nightly-{i}")
         minute, hour = map(int, str(expr).split()[:2])
         assert mentions_time(expr.describe(), hour, minute), (str(expr), expr.describe())
+
+
+@pytest.mark.parametrize(
+    ("text", "repeats", "not_said"),
+    [
+        ("15,45 * * * * *", "every minute", "every hour"),  # fires twice a minute
+        ("0,30 * * * * *", "every minute", "every hour"),
+        ("15,45 5 * * * *", "every hour", "every minute"),  # only in minute 5
+        ("0 0 * * * *", "every hour", "every minute"),
+    ],
+)
+def test_a_list_of_seconds_says_how_often_it_repeats(
+    text: str, repeats: str, not_said: str
+) -> None:
+    sentence = describe(text)
+    assert repeats in sentence and not_said not in sentence, sentence
