@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 import click
 
@@ -57,27 +58,8 @@ def write_png(
     title: str,
 ) -> None:
     """Each series as a step line over the window, one panel each, in one PNG file."""
-    try:
-        import matplotlib  # type: ignore[import-not-found,unused-ignore]  # noqa: PLC0415
-
-        matplotlib.use("Agg")
-        from matplotlib import pyplot  # type: ignore[import-not-found,unused-ignore]  # noqa: PLC0415
-    except ImportError:
-        raise SetupError("--png needs matplotlib: pip install 'celery-hashbeat[plot]'") from None
-    week = span > timedelta(days=1)
-    unit = timedelta(days=1) if week else timedelta(hours=1)
-    figure = pyplot.figure(figsize=(12, 3 * len(series)))
-    for index, (label, counts) in enumerate(series, start=1):
-        panel = figure.add_subplot(len(series), 1, index)
-        step = span / unit / len(counts)
-        panel.step([i * step for i in range(len(counts))], counts, where="post", linewidth=0.8)
-        panel.set_title(label, loc="left", fontsize=10)
-        panel.set_ylabel("enqueues per bucket")
-        panel.set_ylim(bottom=0)
-        panel.set_xlim(0, span / unit)
-    panel.set_xlabel("days from the window's start" if week else "hours from the window's start")
-    figure.suptitle(title)
-    figure.tight_layout()
+    pyplot = _pyplot()
+    figure = draw(pyplot, span, series, title)
     try:
         figure.savefig(path, dpi=110)
     except OSError as exc:
@@ -86,3 +68,45 @@ def write_png(
         ) from None
     finally:
         pyplot.close(figure)
+
+
+def _pyplot() -> Any:
+    try:
+        import matplotlib  # type: ignore[import-not-found,unused-ignore]  # noqa: PLC0415
+
+        matplotlib.use("Agg")
+        from matplotlib import pyplot  # type: ignore[import-not-found,unused-ignore]  # noqa: PLC0415
+    except ImportError:
+        raise SetupError("--png needs matplotlib: pip install 'celery-hashbeat[plot]'") from None
+    return pyplot
+
+
+def draw(
+    pyplot: Any, span: timedelta, series: Sequence[tuple[str, Sequence[int]]], title: str
+) -> Any:
+    """The figure: panels on one vertical scale, so their peaks compare at a glance, and the
+    time axis padded on both sides, so a spike in the first bucket (plain cron's minute 0)
+    stands clear of the axis instead of hiding in it."""
+    week = span > timedelta(days=1)
+    unit = timedelta(days=1) if week else timedelta(hours=1)
+    length = span / unit
+    top = max((max(counts, default=0) for _, counts in series), default=0)
+    figure, panels = pyplot.subplots(
+        len(series), 1, figsize=(12, 3 * len(series)), sharex=True, sharey=True, squeeze=False
+    )
+    for panel, (label, counts) in zip(panels[:, 0], series, strict=True):
+        step = length / len(counts)
+        xs = [i * step for i in range(len(counts))] + [length]
+        ys = [*counts, counts[-1]] if counts else [0]
+        panel.fill_between(xs, ys, step="post", alpha=0.35, linewidth=0)
+        panel.step(xs, ys, where="post", linewidth=0.8)
+        panel.set_title(label, loc="left", fontsize=10)
+        panel.set_ylabel("enqueues per bucket")
+        panel.set_ylim(0, max(1, top) * 1.08)
+        panel.set_xlim(-0.02 * length, 1.02 * length)
+    panels[-1, 0].set_xlabel(
+        "days from the window's start" if week else "hours from the window's start"
+    )
+    figure.suptitle(title)
+    figure.tight_layout()
+    return figure

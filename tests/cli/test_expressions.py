@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +13,7 @@ import pytest
 from click.testing import Result
 
 from celery_hashbeat import parse
+from celery_hashbeat.cli.chart import draw
 from celery_hashbeat.cli.output import Exit
 from celery_hashbeat.cli.terms import lowest
 
@@ -194,3 +195,20 @@ def test_spread_needs_keys_or_app(invoke: Invoke) -> None:
     result = invoke("spread")
     assert result.exit_code == Exit.USAGE
     assert "-A proj" in result.stderr
+
+
+def test_spread_png_panels_share_a_scale_and_show_a_first_bucket_spike() -> None:
+    """The plain-cron panel's spike sits in the first bucket: it must stand clear of the y-axis,
+    and both panels must use one vertical scale so their peaks compare."""
+    pyplot = pytest.importorskip("matplotlib.pyplot")
+    spike = [40] + [0] * 59
+    spread_out = [1] * 40 + [0] * 20
+    figure = draw(
+        pyplot, timedelta(hours=1), [("0 * * * *", spike), ("H * * * *", spread_out)], "t"
+    )
+    try:
+        plain, hashed = figure.axes
+        assert plain.get_ylim() == hashed.get_ylim() and plain.get_ylim()[1] >= 40
+        assert plain.get_xlim()[0] < 0  # the first bucket is not drawn on the axis line
+    finally:
+        pyplot.close(figure)
