@@ -77,27 +77,51 @@ def _time_phrase(resolved: Resolved, six_fields: bool) -> str:
     if seconds.kind == "one" and minutes.kind == "one" and len(hours.values) <= 4:
         minute = minutes.values[0]
         return "At " + listing([_clock(hour, minute, second) for hour in hours.values])
+    if (
+        seconds.kind == "list"
+        and minutes.kind == "one"
+        and hours.kind != "all"
+        and len(seconds.values) * len(hours.values) <= 4
+    ):
+        # A few seconds of one minute in a few hours: the clock times say it best.
+        minute = minutes.values[0]
+        return "At " + listing(
+            [_clock(hour, minute, s) for hour in hours.values for s in seconds.values]
+        )
+    # Each phrase below names the unit it repeats in ("of every minute", "of every hour")
+    # unless it runs on without a break: "at seconds 15 and 45" alone could mean once an hour.
     if seconds.kind == "one":
         phrase = _unit_phrase(minutes, "minute", ":")
         if second is not None:
             phrase += f", at second {second}"
+        bounded = not _endless(minutes, 60)
     else:
         phrase = _unit_phrase(seconds, "second", "second ")
-        if minutes.kind != "all":
+        if minutes.kind == "all":
+            if not _endless(seconds, 60):
+                phrase += " of every minute"
+            bounded = False
+        else:
             phrase += ", " + _during(minutes, "minute")
+            bounded = True
     if hours.kind == "all":
-        if not phrase.startswith("At "):
-            return phrase
-        # A list of seconds in every minute repeats each minute; anything else each hour.
-        every = "minute" if seconds.kind != "one" and minutes.kind == "all" else "hour"
-        return f"{phrase} of every {every}"
+        return phrase + (" of every hour" if bounded else "")
     return phrase + ", " + _hours_window(hours)
+
+
+def _endless(values: Shape, size: int) -> bool:
+    """True when the values run on across the unit's end at one pace (every value, or a step
+    that divides the unit), so the phrase needs no "of every ..."."""
+    return values.kind == "all" or (values.kind == "step" and size % values.step == 0)
 
 
 def _unit_phrase(values: Shape, unit: str, mark: str) -> str:
     numbers = [f"{mark}{v:02d}" if mark == ":" else f"{mark}{v}" for v in values.values]
     if values.kind == "all":
         return f"Every {unit}"
+    if values.kind == "step" and 60 % values.step:
+        # */25 is 0, 25, 50 and then 0 again after 10: say where each run starts and ends.
+        return f"Every {values.step} {unit}s from {numbers[0]} to {numbers[-1]}"
     if values.kind == "step":
         start = values.values[0]
         return f"Every {values.step} {unit}s" + (f" starting at {numbers[0]}" if start else "")
