@@ -114,10 +114,11 @@ def status(
 
 def role(beat: BeatInfo, lease: LeaseInfo | None) -> str:
     """The leader is whoever holds the lease; a beat whose last heartbeat said "leader" but
-    that no longer holds it (it died, or lost the lease since) is not shown as leading."""
+    that does not hold it now (it stopped, died, or lost the lease since) is not shown as
+    leading. The words say only what is known: it holds no lease, not why."""
     if lease is not None and beat.token == lease.token:
         return "leader"
-    return "standby" if beat.role == "standby" else "not leading (lease lost)"
+    return "standby" if beat.role == "standby" else "not leading (holds no lease)"
 
 
 def stamp_iso(ms: int) -> str:

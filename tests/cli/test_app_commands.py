@@ -105,7 +105,23 @@ def test_status_names_the_leader_by_the_lease_not_by_a_heartbeat(
         b["token"]: b["role"]
         for b in json.loads(invoke("status", "-A", APP, "--json").stdout)["beats"]
     }
-    assert roles == {"host:1:gone": "not leading (lease lost)", "host:2:new": "leader"}
+    assert roles == {"host:1:gone": "not leading (holds no lease)", "host:2:new": "leader"}
+
+
+def test_status_after_a_clean_stop_names_no_leader(invoke: Invoke, app_store: Store) -> None:
+    """A beat that released the lease on a clean stop may still have a live heartbeat saying
+    "leader" (until it expires, or until the store drops it on release): nobody leads."""
+    token = "host:4:stopped"
+    assert app_store.acquire(token, 30_000)
+    app_store.heartbeat(token, "leader", 30_000)
+    assert app_store.release(token)
+    result = invoke("status", "-A", APP)
+    assert "leader    none: no beat holds the lease" in result.stdout
+    rows = [line.split() for line in result.stdout.splitlines() if line.startswith(f"  {token}")]
+    assert all(row[1] != "leader" for row in rows), result.stdout
+    shown = json.loads(invoke("status", "-A", APP, "--json").stdout)
+    assert shown["leader"] is None
+    assert all(beat["role"] != "leader" for beat in shown["beats"])
 
 
 def test_schedule_shows_the_last_enqueued_slot_as_past(invoke: Invoke, app_store: Store) -> None:
