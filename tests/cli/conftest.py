@@ -50,10 +50,14 @@ def app_store(
 
 
 @pytest.fixture
-def run(redis_url: str, key_prefix: str) -> Callable[..., subprocess.CompletedProcess[str]]:
+def run(
+    redis_url: str, key_prefix: str, tmp_path: Path
+) -> Callable[..., subprocess.CompletedProcess[str]]:
     """Runs a real command (``hashbeat``, ``celery``, ``python``) from the venv, with the test
-    app importable and pointed at this test's store."""
-    env = {
+    app importable and pointed at this test's store. It runs in ``tmp_path``, not the checkout,
+    so that a relative store URL (the default one) never leaves a file in the checkout;
+    ``env`` adds variables (``HASHBEAT_CONFIG`` for ``tests.scheduler.config_app``)."""
+    base = {
         **os.environ,
         "PYTHONPATH": str(ROOT),
         "HASHBEAT_TEST_STORE_URL": redis_url,
@@ -61,11 +65,13 @@ def run(redis_url: str, key_prefix: str) -> Callable[..., subprocess.CompletedPr
         "COLUMNS": "100",
     }
 
-    def run(program: str, *args: str) -> subprocess.CompletedProcess[str]:
+    def run(
+        program: str, *args: str, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [str(BIN / program), *args],
-            cwd=ROOT,
-            env=env,
+            cwd=tmp_path,
+            env={**base, **(env or {})},
             capture_output=True,
             text=True,
             timeout=60,

@@ -4,7 +4,6 @@ and ``celery -A proj hashbeat``, in real processes."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -12,7 +11,7 @@ from pathlib import Path
 from celery_hashbeat import parse
 from celery_hashbeat.cli.output import Exit
 from celery_hashbeat.store import Store
-from tests.cli.conftest import APP, BIN, ROOT
+from tests.cli.conftest import APP
 
 Run = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -86,29 +85,24 @@ def test_unreachable_store(run: Run) -> None:
     assert "not answering" in done.stderr
 
 
-def test_celery_explain_uses_the_apps_timezone(tmp_path: Path) -> None:
-    """Under ``celery -A proj``, an expression means what it means in that app's beat."""
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(ROOT),
-        "HASHBEAT_CONFIG": json.dumps(
-            {"timezone": "Europe/Riga", "hashbeat_store_url": f"sqlite:///{tmp_path}/s.sqlite"}
-        ),
-    }
-    args = ["-A", "tests.scheduler.config_app", "hashbeat", "explain", "0 9 * * *", "--json"]
-    done = subprocess.run(
-        [str(BIN / "celery"), *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+def test_celery_explain_uses_the_apps_timezone(run: Run, tmp_path: Path) -> None:
+    """Under ``celery -A proj``, an expression means what it means in that app's beat; --tz
+    still wins, and plain ``hashbeat explain`` (no app) stays in UTC."""
+    config = {"timezone": "Europe/Riga", "hashbeat_store_url": f"sqlite:///{tmp_path}/s.sqlite"}
+    env = {"HASHBEAT_CONFIG": json.dumps(config)}
+    app = ["celery", "-A", "tests.scheduler.config_app", "hashbeat"]
+    args = ["explain", "0 9 * * *", "--after", "2026-06-01", "-n", "1", "--json"]
+    done = run(*app, *args, env=env)
     assert done.returncode == 0, done.stderr
     shown = json.loads(done.stdout)
     assert shown["tz"] == "Europe/Riga"
-    assert shown["next"][0]["local"].endswith(("+02:00", "+03:00"))
+    assert shown["next"] == [
+        {"local": "2026-06-01T09:00:00+03:00", "utc": "2026-06-01T06:00:00+00:00"}
+    ]
+    done = run(*app, *args, "--tz", "Asia/Tokyo", env=env)
+    assert json.loads(done.stdout)["tz"] == "Asia/Tokyo", done.stderr
+    done = run("hashbeat", *args, env=env)
+    assert json.loads(done.stdout)["tz"] == "UTC", done.stderr
 
 
 def test_an_empty_key_is_refused(run: Run) -> None:
