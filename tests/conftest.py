@@ -19,17 +19,50 @@ settings.register_profile("dev", max_examples=100, deadline=None)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 
+def store_files() -> set[Path]:
+    """SQLite store files (and their -wal/-shm) at the top of the checkout, where a relative
+    store URL such as the default ``sqlite:///celerybeat-hashbeat.sqlite`` puts them."""
+    return {path for path in ROOT.glob("*.sqlite*") if path.is_file()}
+
+
+def remove_stray(found: set[Path]) -> str:
+    """Delete the files a test left (so the next run starts clean) and name them."""
+    for path in found:
+        path.unlink(missing_ok=True)
+    return ", ".join(sorted(path.name for path in found))
+
+
+@pytest.fixture(autouse=True)
+def no_store_file_in_checkout(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test that leaves a store file in the checkout fails, by name: give it a store URL in
+    ``tmp_path`` (or run it in ``monkeypatch.chdir(tmp_path)``), since the default store URL is
+    relative and a checkout is shared by every run."""
+    before = store_files()
+    yield
+    stray = store_files() - before
+    if stray:
+        names = remove_stray(stray)
+        pytest.fail(
+            f"{request.node.nodeid} left {names} in {ROOT}: give it a store URL in a temporary "
+            "directory (hashbeat_store_url=f'sqlite:///{tmp_path}/store.sqlite')",
+            pytrace=False,
+        )
+
+
 @pytest.fixture(scope="session", autouse=True)
 def checkout_stays_clean() -> Iterator[None]:
-    """No test may leave a store file in the checkout (the default store URL is relative)."""
-    stray = ROOT / "celerybeat-hashbeat.sqlite"
-    existed = stray.exists()
+    """The same check over the whole session, for files written by processes that outlive their
+    test: the checkout must end the run with no store file it did not start with."""
+    before = store_files()
     yield
-    if stray.exists() and not existed:
-        stray.unlink()
-        for suffix in ("-wal", "-shm"):
-            Path(f"{stray}{suffix}").unlink(missing_ok=True)
-        pytest.fail(f"a test left {stray} behind: give it a store URL in a temporary directory")
+    stray = store_files() - before
+    if stray:
+        names = remove_stray(stray)
+        pytest.fail(
+            f"the test run left {names} in {ROOT}: give every test a store URL in a temporary "
+            "directory",
+            pytrace=False,
+        )
 
 
 @pytest.fixture(scope="session")
