@@ -25,11 +25,15 @@ def store_files() -> set[Path]:
     return {path for path in ROOT.glob("*.sqlite*") if path.is_file()}
 
 
-def remove_stray(found: set[Path]) -> str:
-    """Delete the files a test left (so the next run starts clean) and name them."""
-    for path in found:
-        path.unlink(missing_ok=True)
-    return ", ".join(sorted(path.name for path in found))
+def fail_on_stray(before: set[Path], who: str, fix: str) -> None:
+    """Fail if store files appeared since ``before``; delete them first, so the next run starts
+    clean."""
+    stray = store_files() - before
+    if stray:
+        for path in stray:
+            path.unlink(missing_ok=True)
+        names = ", ".join(sorted(path.name for path in stray))
+        pytest.fail(f"{who} left {names} in {ROOT}: {fix}", pytrace=False)
 
 
 @pytest.fixture(autouse=True)
@@ -39,14 +43,8 @@ def no_store_file_in_checkout(request: pytest.FixtureRequest) -> Iterator[None]:
     relative and a checkout is shared by every run."""
     before = store_files()
     yield
-    stray = store_files() - before
-    if stray:
-        names = remove_stray(stray)
-        pytest.fail(
-            f"{request.node.nodeid} left {names} in {ROOT}: give it a store URL in a temporary "
-            "directory (hashbeat_store_url=f'sqlite:///{tmp_path}/store.sqlite')",
-            pytrace=False,
-        )
+    fix = "give it a store URL in a temporary directory (f'sqlite:///{tmp_path}/store.sqlite')"
+    fail_on_stray(before, request.node.nodeid, fix)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -55,14 +53,7 @@ def checkout_stays_clean() -> Iterator[None]:
     test: the checkout must end the run with no store file it did not start with."""
     before = store_files()
     yield
-    stray = store_files() - before
-    if stray:
-        names = remove_stray(stray)
-        pytest.fail(
-            f"the test run left {names} in {ROOT}: give every test a store URL in a temporary "
-            "directory",
-            pytrace=False,
-        )
+    fail_on_stray(before, "the test run", "give every test a store URL in a temporary directory")
 
 
 @pytest.fixture(scope="session")
