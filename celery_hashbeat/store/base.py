@@ -15,6 +15,11 @@ A fence is stored as ``<slot>|<token>|<previous>|<fingerprint>``:
 - ``previous`` is what a give-back restores: empty (nothing), ``<slot>`` (a claimed slot) or
   ``a<ms>`` (an anchor);
 - a bare ``<slot>`` (the format of release 0.1) reads as a claim by an unknown beat.
+
+Two more things live beside the fences (DESIGN.md §11-12): an entry's *run lease*, the id of the
+task now queued or running for it, with a TTL (taken by a guarded claim, then kept alive and
+released by the worker that runs the task, owner-checked by task id), and the *roster*, the
+worker nodes the leader last found alive, so that every beat fans entries out alike.
 """
 
 from __future__ import annotations
@@ -65,6 +70,35 @@ class Fence:
     def anchor(self) -> bool:
         """True when nothing was sent: ``slot`` only marks where the entry's slots start."""
         return self.token == ""
+
+
+@dataclass(frozen=True)
+class RunGuard:
+    """What a guarded claim asks for (DESIGN.md §12): the run lease for ``task_id`` for
+    ``ttl_ms``, and what to do if another task holds it: ``skip`` (claim the slot and leave the
+    lease), ``buffer_one`` (claim nothing, so the slot can be claimed once the lease is free) or
+    ``replace`` (claim the slot and take the lease over)."""
+
+    mode: str
+    task_id: str
+    ttl_ms: int
+
+
+class Claimed(set[str]):
+    """The entries whose slot a claim fenced; ``held`` maps each guarded entry whose run lease
+    another task held to that task's id."""
+
+    def __init__(self, claimed: Iterable[str] = (), held: Mapping[str, str] | None = None) -> None:
+        super().__init__(claimed)
+        self.held: dict[str, str] = dict(held or {})
+
+
+@dataclass(frozen=True)
+class Roster:
+    """The worker nodes the leader found alive, and when (UTC epoch ms)."""
+
+    nodes: tuple[str, ...]
+    resolved_ms: int
 
 
 @dataclass(frozen=True)
@@ -154,22 +188,31 @@ class Store(abc.ABC):
         """The current lease holder, or None when the lease is free."""
 
     @abc.abstractmethod
-    def claim(self, token: str, slots: Mapping[str, tuple[int, str]]) -> set[str]:
+    def claim(
+        self,
+        token: str,
+        slots: Mapping[str, tuple[int, str]],
+        runs: Mapping[str, RunGuard] | None = None,
+    ) -> Claimed:
         """Fence a tick's due slots in one atomic step; ``slots`` maps entry -> (slot, fingerprint).
 
         Nothing is claimed unless ``token`` holds the lease. Then each entry is claimed when its
         slot is later than the stored fence (or no fence parses), and also when the stored fence
         is this very slot claimed by this very token: a caller whose earlier reply was lost
-        recognises its own claim. A claim stores ``slot|token|previous|fingerprint``. Returns the
-        claimed entries.
+        recognises its own claim. A claim stores ``slot|token|previous|fingerprint``. An entry
+        in ``runs`` is claimed with its run lease, as its RunGuard says. Returns the claimed
+        entries, with the run leases found held by other tasks.
         """
 
     @abc.abstractmethod
-    def unclaim(self, token: str, slots: Mapping[str, int]) -> set[str]:
+    def unclaim(
+        self, token: str, slots: Mapping[str, int], runs: Mapping[str, str] | None = None
+    ) -> set[str]:
         """Give back claims whose publish failed, in one atomic step; ``slots`` maps entry ->
         slot. Each fence that is still exactly that slot claimed by ``token`` is restored to its
-        ``previous`` (or removed), provided ``token`` still holds the lease. Returns the entries
-        given back."""
+        ``previous`` (or removed), provided ``token`` still holds the lease; ``runs`` maps
+        entries to the task ids whose run leases go too (where that task still holds them).
+        Returns the entries given back."""
 
     @abc.abstractmethod
     def anchor(self, token: str, anchors: Mapping[str, tuple[int, str]]) -> dict[str, Fence]:
@@ -193,6 +236,32 @@ class Store(abc.ABC):
     def forget(self, token: str, entries: Iterable[str]) -> bool:
         """Drop the fences of entries removed from the schedule, only while ``token`` holds the
         lease (a deposed leader must not delete a live leader's fences). True if it did."""
+
+    @abc.abstractmethod
+    def hold_run(self, entry: str, task_id: str, ttl_ms: int) -> bool:
+        """Take ``entry``'s run lease for ``task_id`` when it is free or already this task's
+        (a worker starting the task); False if another task holds it."""
+
+    @abc.abstractmethod
+    def renew_runs(self, runs: Mapping[str, str], ttl_ms: int) -> set[str]:
+        """Extend the run leases of ``runs`` (entry -> task id) still held by those tasks, in
+        one step; returns the entries renewed."""
+
+    @abc.abstractmethod
+    def release_run(self, entry: str, task_id: str) -> bool:
+        """Drop ``entry``'s run lease only if ``task_id`` holds it (a run that ended)."""
+
+    @abc.abstractmethod
+    def running(self, entries: Iterable[str] | None = None) -> dict[str, str]:
+        """The live run leases of ``entries`` (all when None): entry -> task id."""
+
+    @abc.abstractmethod
+    def roster(self) -> Roster | None:
+        """The worker nodes last recorded by a leader, or None if none ever was."""
+
+    @abc.abstractmethod
+    def set_roster(self, token: str, nodes: Iterable[str], resolved_ms: int) -> bool:
+        """Record the live worker nodes, only while ``token`` holds the lease. True if it did."""
 
     @abc.abstractmethod
     def heartbeat(self, token: str, role: str, ttl_ms: int, schedule_digest: str = "") -> None:

@@ -7,7 +7,9 @@ may touch them together:
 - ``{p}:fired``: a hash, entry name -> its fence (``slot|token|previous|fingerprint``, see
   store/base.py);
 - ``{p}:beats``: a hash, beat token -> ``role|last_seen_ms|expires_ms|d<schedule digest>`` in the
-  server's clock.
+  server's clock;
+- ``{p}:running:<entry>``: the entry's run lease, the task id, with the run TTL as its expiry;
+- ``{p}:roster``: ``<resolved ms>|<JSON list of worker nodes>``.
 """
 
 from __future__ import annotations
@@ -29,16 +31,22 @@ from ._util import (
     DEFAULT_TIMEOUT_S,
     Options,
     check_digest,
+    check_guard,
     check_prefix,
     check_token,
     check_ttl,
     config_error,
+    format_roster,
     mask_url,
+    parse_roster,
 )
 from .base import (
     BeatInfo,
+    Claimed,
     Fence,
     LeaseInfo,
+    Roster,
+    RunGuard,
     Store,
     StoreAuthError,
     StoreError,
@@ -77,33 +85,52 @@ end
 """
 
 # Under one lease check, claims each (entry, slot) whose slot is later than its fence, or which
-# this token already claimed (a retry after a lost reply); returns the claimed entries.
+# this token already claimed (a retry after a lost reply), taking the run lease of a guarded one
+# as its mode says (store/base.py RunGuard); returns flat (entry, holder) pairs, holder "" unless
+# another task held the run lease, and "-" for a guarded entry left unclaimed for that reason.
 CLAIM_SCRIPT = (
     PARSE_FENCE
     + """
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return {}
 end
-local claimed = {}
-for i = 2, #ARGV, 3 do
-  local slot, token = parse(redis.call('HGET', KEYS[2], ARGV[i]))
+local result = {}
+for i = 2, #ARGV, 6 do
+  local entry, mode, task = ARGV[i], ARGV[i + 3], ARGV[i + 4]
+  local slot, token = parse(redis.call('HGET', KEYS[2], entry))
   local wanted = tonumber(ARGV[i + 1])
-  if slot and tonumber(slot) == wanted and token == ARGV[1] then
-    claimed[#claimed + 1] = ARGV[i]
-  elseif not slot or wanted > tonumber(slot) then
-    local previous = ''
-    if slot then previous = (token == '' and 'a' or '') .. slot end
-    redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1] .. '|' .. ARGV[1] .. '|' .. previous .. '|'
-      .. ARGV[i + 2])
-    claimed[#claimed + 1] = ARGV[i]
+  local mine = slot and tonumber(slot) == wanted and token == ARGV[1]
+  if mine or not slot or wanted > tonumber(slot) then
+    local holder = ''
+    if mode ~= '' then
+      holder = redis.call('GET', KEYS[3] .. entry) or ''
+      if holder == task then holder = '' end
+      if holder == '' or mode == 'replace' then
+        redis.call('SET', KEYS[3] .. entry, task, 'PX', ARGV[i + 5])
+      end
+    end
+    if mode == 'buffer_one' and holder ~= '' then
+      result[#result + 1] = entry
+      result[#result + 1] = '-' .. holder
+    else
+      if not mine then
+        local previous = ''
+        if slot then previous = (token == '' and 'a' or '') .. slot end
+        redis.call('HSET', KEYS[2], entry, ARGV[i + 1] .. '|' .. ARGV[1] .. '|' .. previous
+          .. '|' .. ARGV[i + 2])
+      end
+      result[#result + 1] = entry
+      result[#result + 1] = holder
+    end
   end
 end
-return claimed
+return result
 """
 )
 
 # Under one lease check, restores the previous fence of each (entry, slot) still claimed by the
-# caller, so a give-back never undoes anyone else's claim; returns the entries given back.
+# caller, so a give-back never undoes anyone else's claim, and drops the run lease the slot's task
+# still holds (task "" for none); returns the entries given back.
 UNCLAIM_SCRIPT = (
     PARSE_FENCE
     + """
@@ -111,8 +138,11 @@ if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return {}
 end
 local given = {}
-for i = 2, #ARGV, 2 do
+for i = 2, #ARGV, 3 do
   local slot, token, previous, fingerprint = parse(redis.call('HGET', KEYS[2], ARGV[i]))
+  if ARGV[i + 2] ~= '' and redis.call('GET', KEYS[3] .. ARGV[i]) == ARGV[i + 2] then
+    redis.call('DEL', KEYS[3] .. ARGV[i])
+  end
   if slot and token == ARGV[1] and tonumber(slot) == tonumber(ARGV[i + 1]) then
     if previous == '' then
       redis.call('HDEL', KEYS[2], ARGV[i])
@@ -187,6 +217,45 @@ end
 return 1
 """
 
+# Takes an entry's run lease for a task when it is free or already that task's.
+HOLD_RUN_SCRIPT = """
+local holder = redis.call('GET', KEYS[1])
+if holder and holder ~= ARGV[1] then
+  return 0
+end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
+"""
+
+# Extends each run lease still held by the given task; returns the entries renewed.
+RENEW_RUNS_SCRIPT = """
+local renewed = {}
+for i = 2, #ARGV, 2 do
+  if redis.call('GET', KEYS[1] .. ARGV[i]) == ARGV[i + 1] then
+    redis.call('PEXPIRE', KEYS[1] .. ARGV[i], ARGV[1])
+    renewed[#renewed + 1] = ARGV[i]
+  end
+end
+return renewed
+"""
+
+# Drops a run lease only while the given task holds it, so a late release spares the next run.
+RELEASE_RUN_SCRIPT = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+"""
+
+# Records the roster only while the caller's token holds the lease.
+SET_ROSTER_SCRIPT = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  return 0
+end
+redis.call('SET', KEYS[2], ARGV[2])
+return 1
+"""
+
 #: A heartbeat's value; the digest (any text without "|") is marked with "d" so that no role,
 #: however spelled, is misread.
 BEAT_VALUE = re.compile(r"^(?P<role>.*)\|(?P<seen>\d+)\|(?P<expires>\d+)(?:\|d(?P<digest>[^|]*))?$")
@@ -233,6 +302,8 @@ class RedisStore(Store):
         self._leader = f"{{{prefix}}}:leader"
         self._fired = f"{{{prefix}}}:fired"
         self._beats = f"{{{prefix}}}:beats"
+        self._running = f"{{{prefix}}}:running:"
+        self._roster = f"{{{prefix}}}:roster"
         self._sentinel, self._client, self._secret = _connect(url, options)
         self._renew = self._client.register_script(RENEW_SCRIPT)
         self._release = self._client.register_script(RELEASE_SCRIPT)
@@ -241,6 +312,10 @@ class RedisStore(Store):
         self._anchor = self._client.register_script(ANCHOR_SCRIPT)
         self._forget = self._client.register_script(FORGET_SCRIPT)
         self._heartbeat = self._client.register_script(HEARTBEAT_SCRIPT)
+        self._hold_run = self._client.register_script(HOLD_RUN_SCRIPT)
+        self._renew_runs = self._client.register_script(RENEW_RUNS_SCRIPT)
+        self._release_run = self._client.register_script(RELEASE_RUN_SCRIPT)
+        self._set_roster = self._client.register_script(SET_ROSTER_SCRIPT)
 
     def acquire(self, token: str, ttl_ms: int) -> bool:
         check_ttl(ttl_ms)
@@ -265,24 +340,44 @@ class RedisStore(Store):
             token, ttl_left = pipe.get(self._leader).pttl(self._leader).execute()
         return None if token is None or ttl_left < 0 else LeaseInfo(token, ttl_left)
 
-    def claim(self, token: str, slots: Mapping[str, tuple[int, str]]) -> set[str]:
+    def claim(
+        self,
+        token: str,
+        slots: Mapping[str, tuple[int, str]],
+        runs: Mapping[str, RunGuard] | None = None,
+    ) -> Claimed:
         check_token(token)
         if not slots:
-            return set()
+            return Claimed()
+        runs = runs or {}
         args: list[str | int] = [token]
         for entry, (slot, fingerprint) in slots.items():
-            args += (entry, int(slot), fingerprint)
+            guard = runs.get(entry)
+            if guard is None:
+                args += (entry, int(slot), fingerprint, "", "", 0)
+            else:
+                check_guard(guard)
+                args += (entry, int(slot), fingerprint, guard.mode, guard.task_id, guard.ttl_ms)
         with self._talking():
-            return set(self._claim(keys=[self._leader, self._fired], args=args))
+            flat = self._claim(keys=[self._leader, self._fired, self._running], args=args)
+        pairs = list(zip(flat[::2], flat[1::2], strict=True))
+        return Claimed(
+            (entry for entry, holder in pairs if not holder.startswith("-")),
+            {entry: holder.removeprefix("-") for entry, holder in pairs if holder},
+        )
 
-    def unclaim(self, token: str, slots: Mapping[str, int]) -> set[str]:
+    def unclaim(
+        self, token: str, slots: Mapping[str, int], runs: Mapping[str, str] | None = None
+    ) -> set[str]:
         if not slots:
             return set()
+        runs = runs or {}
         args: list[str | int] = [token]
         for entry, slot in slots.items():
-            args += (entry, int(slot))
+            args += (entry, int(slot), runs.get(entry, ""))
         with self._talking():
-            return set(self._unclaim(keys=[self._leader, self._fired], args=args))
+            keys = [self._leader, self._fired, self._running]
+            return set(self._unclaim(keys=keys, args=args))
 
     def anchor(self, token: str, anchors: Mapping[str, tuple[int, str]]) -> dict[str, Fence]:
         if not anchors:
@@ -313,6 +408,46 @@ class RedisStore(Store):
         names = list(entries)
         with self._talking():  # even with nothing to drop: the answer says if the lease is held
             return bool(self._forget(keys=[self._leader, self._fired], args=[token, *names]))
+
+    def hold_run(self, entry: str, task_id: str, ttl_ms: int) -> bool:
+        check_ttl(ttl_ms)
+        with self._talking():
+            return bool(self._hold_run(keys=[self._running + entry], args=[task_id, ttl_ms]))
+
+    def renew_runs(self, runs: Mapping[str, str], ttl_ms: int) -> set[str]:
+        check_ttl(ttl_ms)
+        if not runs:
+            return set()
+        args: list[str | int] = [ttl_ms]
+        for entry, task_id in runs.items():
+            args += (entry, task_id)
+        with self._talking():
+            return set(self._renew_runs(keys=[self._running], args=args))
+
+    def release_run(self, entry: str, task_id: str) -> bool:
+        with self._talking():
+            return bool(self._release_run(keys=[self._running + entry], args=[task_id]))
+
+    def running(self, entries: Iterable[str] | None = None) -> dict[str, str]:
+        with self._talking():
+            if entries is None:
+                keys = list(self._client.scan_iter(match=_glob(self._running) + "*", count=1000))
+                names = [key[len(self._running) :] for key in keys]
+            else:
+                names = list(entries)
+                keys = [self._running + name for name in names]
+            values = self._client.mget(keys) if keys else []
+        return {name: value for name, value in zip(names, values, strict=True) if value is not None}
+
+    def roster(self) -> Roster | None:
+        with self._talking():
+            value = self._client.get(self._roster)
+        return None if value is None else parse_roster(value)
+
+    def set_roster(self, token: str, nodes: Iterable[str], resolved_ms: int) -> bool:
+        value = format_roster(nodes, resolved_ms)
+        with self._talking():
+            return bool(self._set_roster(keys=[self._leader, self._roster], args=[token, value]))
 
     def heartbeat(self, token: str, role: str, ttl_ms: int, schedule_digest: str = "") -> None:
         check_ttl(ttl_ms)
@@ -426,6 +561,11 @@ def _connect(
         raise config_error(url, "Sentinel needs a master name", "add ?master_name=mymaster")
     sentinels = Sentinel(hosts, sentinel_kwargs={**sockets, **opts.mapping("sentinel_kwargs")})
     return sentinels, sentinels.master_for(master, **kwargs), password or None
+
+
+def _glob(text: str) -> str:
+    """``text`` with the glob characters of Redis' MATCH escaped (a prefix may hold any)."""
+    return re.sub(r"([*?\[\]\\])", r"\\\1", text)
 
 
 def _host_port(url: str, text: str, default_port: int) -> tuple[str, int]:

@@ -27,12 +27,15 @@ from ._util import (
     DEFAULT_TIMEOUT_S,
     Options,
     check_digest,
+    check_guard,
     check_prefix,
     check_token,
     check_ttl,
     config_error,
+    format_roster,
+    parse_roster,
 )
-from .base import BeatInfo, Fence, LeaseInfo, Store, StoreUnavailable
+from .base import BeatInfo, Claimed, Fence, LeaseInfo, Roster, RunGuard, Store, StoreUnavailable
 
 # expires_ms is on the monotonic clock of the boot named by boot (see the module's docstring).
 SCHEMA = (
@@ -46,6 +49,10 @@ SCHEMA = (
     " role TEXT NOT NULL, last_seen_ms INTEGER NOT NULL, expires_ms INTEGER NOT NULL,"
     " digest TEXT NOT NULL DEFAULT '', boot TEXT NOT NULL DEFAULT '', ttl_ms INTEGER NOT NULL"
     " DEFAULT 0, PRIMARY KEY (prefix, token)) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS hashbeat_running (prefix TEXT NOT NULL, entry TEXT NOT NULL,"
+    " task_id TEXT NOT NULL, expires_ms INTEGER NOT NULL, boot TEXT NOT NULL, ttl_ms INTEGER"
+    " NOT NULL, PRIMARY KEY (prefix, entry)) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS hashbeat_roster (prefix TEXT PRIMARY KEY, value TEXT NOT NULL)",
 )
 
 #: Columns added since schema 1 (release 0.1), added in place to an older file; its fences read
@@ -67,7 +74,7 @@ ADDED_COLUMNS = {
 #: A lease or heartbeat row that is live at the monotonic instant given twice after the boot id.
 LIVE = "boot = ? AND expires_ms > ? AND expires_ms - ttl_ms <= ?"
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 # Entries per ``IN (...)`` query: below the 999 bound parameters that older SQLite builds allow.
 CHUNK = 500
@@ -258,33 +265,58 @@ class SQLiteStore(Store):
             holder = self._holder(db)
         return None if holder is None else LeaseInfo(*holder)
 
-    def claim(self, token: str, slots: Mapping[str, tuple[int, str]]) -> set[str]:
+    def claim(
+        self,
+        token: str,
+        slots: Mapping[str, tuple[int, str]],
+        runs: Mapping[str, RunGuard] | None = None,
+    ) -> Claimed:
         check_token(token)
+        runs = runs or {}
+        for each in runs.values():
+            check_guard(each)
         if not slots:
-            return set()
+            return Claimed()
         with self._tx() as db:
             if not self._holds(db, token):
-                return set()
+                return Claimed()
             stored = self._stored(db, list(slots))
-            claimed: set[str] = set()
+            holders = self._holders(db, [entry for entry in slots if entry in runs])
+            result = Claimed()
             rows = []
             for entry, (slot, fingerprint) in slots.items():
                 fence = stored.get(entry)
-                if fence is not None and fence.slot == slot and fence.token == token:
-                    claimed.add(entry)
-                elif fence is None or slot > fence.slot:
+                mine = fence is not None and fence.slot == slot and fence.token == token
+                if not (mine or fence is None or slot > fence.slot):
+                    continue
+                guard = runs.get(entry)
+                holder = "" if guard is None else holders.get(entry, "")
+                if guard is not None and holder == guard.task_id:
+                    holder = ""
+                if guard is not None and (not holder or guard.mode == "replace"):
+                    self._set_run(db, entry, guard.task_id, guard.ttl_ms)
+                if holder:
+                    result.held[entry] = holder
+                    if guard is not None and guard.mode == "buffer_one":
+                        continue
+                result.add(entry)
+                if not mine:
                     previous = "" if fence is None else f"{'a' if fence.anchor else ''}{fence.slot}"
                     rows.append((entry, int(slot), token, previous, fingerprint))
-                    claimed.add(entry)
             self._write(db, rows)
-        return claimed
+        return result
 
-    def unclaim(self, token: str, slots: Mapping[str, int]) -> set[str]:
+    def unclaim(
+        self, token: str, slots: Mapping[str, int], runs: Mapping[str, str] | None = None
+    ) -> set[str]:
         if not slots:
             return set()
         with self._tx() as db:
             if not self._holds(db, token):
                 return set()
+            for entry, task_id in (runs or {}).items():
+                if entry in slots:
+                    self._drop_run(db, entry, task_id)
             given: set[str] = set()
             restored = []
             for entry, (fence, previous) in self._rows(db, list(slots)).items():
@@ -331,6 +363,81 @@ class SQLiteStore(Store):
             db.executemany(
                 "DELETE FROM hashbeat_fired WHERE prefix = ? AND entry = ?",
                 ((self._prefix, entry) for entry in entries),
+            )
+            return True
+
+    def _holders(self, db: sqlite3.Connection, entries: list[str] | None) -> dict[str, str]:
+        """The live run leases of ``entries`` (all when None): entry -> task id."""
+        now = _lease_now()
+        query = f"SELECT entry, task_id FROM hashbeat_running WHERE prefix = ? AND {LIVE}"
+        live = (self._prefix, BOOT, now, now)
+        if entries is None:
+            return dict(db.execute(query, live).fetchall())
+        found: dict[str, str] = {}
+        for start in range(0, len(entries), CHUNK):
+            chunk = entries[start : start + CHUNK]
+            found.update(
+                db.execute(f"{query} AND entry IN ({', '.join('?' * len(chunk))})", (*live, *chunk))
+            )
+        return found
+
+    def _set_run(self, db: sqlite3.Connection, entry: str, task_id: str, ttl_ms: int) -> None:
+        db.execute(
+            "INSERT OR REPLACE INTO hashbeat_running (prefix, entry, task_id, expires_ms, boot,"
+            " ttl_ms) VALUES (?, ?, ?, ?, ?, ?)",
+            (self._prefix, entry, task_id, _lease_now() + ttl_ms, BOOT, ttl_ms),
+        )
+
+    def _drop_run(self, db: sqlite3.Connection, entry: str, task_id: str) -> bool:
+        deleted = db.execute(
+            "DELETE FROM hashbeat_running WHERE prefix = ? AND entry = ? AND task_id = ?",
+            (self._prefix, entry, task_id),
+        )
+        return deleted.rowcount > 0
+
+    def hold_run(self, entry: str, task_id: str, ttl_ms: int) -> bool:
+        check_ttl(ttl_ms)
+        with self._tx() as db:
+            holder = self._holders(db, [entry]).get(entry)
+            if holder is not None and holder != task_id:
+                return False
+            self._set_run(db, entry, task_id, ttl_ms)
+            return True
+
+    def renew_runs(self, runs: Mapping[str, str], ttl_ms: int) -> set[str]:
+        check_ttl(ttl_ms)
+        if not runs:
+            return set()
+        with self._tx() as db:
+            holders = self._holders(db, list(runs))
+            renewed = {entry for entry, task_id in runs.items() if holders.get(entry) == task_id}
+            for entry in renewed:
+                self._set_run(db, entry, runs[entry], ttl_ms)
+            return renewed
+
+    def release_run(self, entry: str, task_id: str) -> bool:
+        with self._tx() as db:
+            return self._drop_run(db, entry, task_id)
+
+    def running(self, entries: Iterable[str] | None = None) -> dict[str, str]:
+        with self._tx(write=False) as db:
+            return self._holders(db, None if entries is None else list(entries))
+
+    def roster(self) -> Roster | None:
+        with self._tx(write=False) as db:
+            row = db.execute(
+                "SELECT value FROM hashbeat_roster WHERE prefix = ?", (self._prefix,)
+            ).fetchone()
+        return None if row is None else parse_roster(row[0])
+
+    def set_roster(self, token: str, nodes: Iterable[str], resolved_ms: int) -> bool:
+        value = format_roster(nodes, resolved_ms)
+        with self._tx() as db:
+            if not self._holds(db, token):
+                return False
+            db.execute(
+                "INSERT OR REPLACE INTO hashbeat_roster (prefix, value) VALUES (?, ?)",
+                (self._prefix, value),
             )
             return True
 
