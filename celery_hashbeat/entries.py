@@ -18,7 +18,7 @@ from celery.beat import BeatLazyFunc, ScheduleEntry
 from celery.schedules import BaseSchedule, crontab, schedule, solar
 
 from celery_hashbeat.schedules import hashcron, hashinterval
-from celery_hashbeat.settings import catch_up_mode, catch_up_window
+from celery_hashbeat.settings import catch_up_mode, catch_up_window, overlap_mode
 from celery_hashbeat.slots import (
     ChainSlots,
     CronSlots,
@@ -41,7 +41,18 @@ if TYPE_CHECKING:
 ALL_CAP = 100
 
 KNOWN_KEYS = frozenset(
-    {"task", "schedule", "args", "kwargs", "options", "relative", "catch_up", "catch_up_window"}
+    {
+        "task",
+        "schedule",
+        "args",
+        "kwargs",
+        "options",
+        "relative",
+        "catch_up",
+        "catch_up_window",
+        "overlap",
+        "workers",
+    }
 )
 
 _order = itertools.count()
@@ -70,8 +81,10 @@ class Entry(ScheduleEntry):
         "name",
         "options",
         "order",
+        "overlap",
         "pending",
         "relative",
+        "run_ttl_ms",
         "schedule",
         "slot",
         "source",
@@ -99,6 +112,8 @@ class Entry(ScheduleEntry):
         catch_up: str,
         window: int | None,
         fingerprint: str = "",
+        overlap: str = "allow",
+        run_ttl_ms: int = 0,
     ) -> None:
         self.name = name
         self.task = task
@@ -112,6 +127,10 @@ class Entry(ScheduleEntry):
         self.window = window
         #: Names the schedule in the store's fence, so a changed schedule is recognised there.
         self.fingerprint = fingerprint
+        #: What a slot due while the previous run holds the run lease does (DESIGN.md §12).
+        self.overlap = overlap
+        #: The run lease's TTL (ms) for a guarded entry; 0 for "allow", which takes none.
+        self.run_ttl_ms = run_ttl_ms
         self.lazy = any(isinstance(value, BeatLazyFunc) for value in (*args, *kwargs.values()))
         self.order = next(_order)
         self.active = True
@@ -139,6 +158,8 @@ class Entry(ScheduleEntry):
             and self.relative == other.relative
             and self.catch_up == other.catch_up
             and self.window == other.window
+            and self.overlap == other.overlap
+            and self.run_ttl_ms == other.run_ttl_ms
             and type(self.schedule) is type(other.schedule)
             and self.schedule == other.schedule
         )
@@ -332,6 +353,8 @@ def build_entry(
     unknown = sorted(set(definition) - KNOWN_KEYS)
     if unknown:
         raise EntryError(f"entry {name!r}: unknown keys {unknown}; known: {sorted(KNOWN_KEYS)}")
+    if "workers" in definition:
+        raise EntryError(f"entry {name!r}: 'workers' is fanned out before an entry is built")
     task = definition.get("task")
     if not isinstance(task, str) or not task:
         raise EntryError(f"entry {name!r}: 'task' must be a task name, not {task!r}")
@@ -344,6 +367,8 @@ def build_entry(
     try:
         fingerprint = shared.fingerprint(definition.get("schedule"), relative)
         mode = catch_up_mode(definition.get("catch_up", settings.catch_up), "catch_up")
+        overlap = overlap_mode(definition.get("overlap", settings.overlap), "overlap")
+        check_overlap(overlap, mode, task, shared.app)
         window = (
             catch_up_window(definition["catch_up_window"], "catch_up_window")
             if "catch_up_window" in definition
@@ -367,4 +392,24 @@ def build_entry(
         mode,
         None if window is None else round(window * 1000),
         fingerprint,
+        overlap,
+        0 if overlap == "allow" else settings.running_ttl_ms,
     )
+
+
+def check_overlap(overlap: str, catch_up: str, task: str, app: Celery) -> None:
+    """An overlap guard needs the task in this app, so that the worker running it holds the run
+    lease; and ``buffer_one``, which keeps only the newest waiting slot, cannot catch up all."""
+    if overlap == "allow":
+        return
+    if overlap == "buffer_one" and catch_up == "all":
+        raise ValueError(
+            "overlap 'buffer_one' keeps only the most recent waiting slot, so catch_up 'all' "
+            "cannot apply: set catch_up to 'latest' or 'skip', or overlap to 'skip'"
+        )
+    if task not in app.tasks:
+        raise ValueError(
+            f"overlap {overlap!r} needs task {task!r} registered in this app, since the worker "
+            "that runs it holds the run lease: import the module that defines it (Celery's "
+            "'imports' or 'include' setting) or set overlap to 'allow'"
+        )

@@ -43,6 +43,9 @@ def send_slot(app: Celery, producer: Any, entry: Entry, task_id: str, when: str)
         "hashbeat_entry": entry.name,
         "hashbeat_slot": when,
     }
+    if entry.run_ttl_ms:
+        # The worker that runs it keeps the entry's run lease alive for as long (DESIGN.md §12).
+        headers["hashbeat_run_ttl"] = entry.run_ttl_ms / 1000
     options["task_id"] = task_id
     # One attempt per message: beat retries a slot itself, and only when it surely did not reach
     # the broker (see ``publishing``); Celery's retry could send it twice.

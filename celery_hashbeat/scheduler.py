@@ -22,8 +22,10 @@ from kombu.utils.url import maybe_sanitize_url
 
 from celery_hashbeat.background import Abandoned, Guarded, Runner
 from celery_hashbeat.entries import Entry, EntryError, SharedSlots, build_entry, schedule_digest
+from celery_hashbeat.fanout import FanOut, WorkerCensus
 from celery_hashbeat.lease import Lease, new_token
 from celery_hashbeat.messages import send_slot, slot_iso, slot_task_id
+from celery_hashbeat.overlap import WAIT_POLL_MS, OverlapLog, run_guard
 from celery_hashbeat.publishing import TRANSIENT_ERRORS, Batch, Outcome, Settled
 from celery_hashbeat.settings import ConfigurationExit, Settings
 from celery_hashbeat.slots import ScheduleEnded, ScheduleTooSlow
@@ -85,6 +87,11 @@ class Scheduler(beat.Scheduler):
         self._broker_outage: str | None = None
         #: Entries whose schedule failed to plan, so the traceback is logged once only.
         self._unplanned: set[str] = set()
+        self._fanout = FanOut()
+        self._census = WorkerCensus(app, self.settings.workers_refresh)
+        self._overlaps = OverlapLog()
+        #: Entry -> the task its slot being sent replaces (``overlap="replace"``), to revoke.
+        self._replacing: dict[str, str] = {}
         #: A publish waiting longer than this for the broker is left behind (seconds).
         self.publish_timeout = max(self.settings.lease_ttl, PUBLISH_TIMEOUT)
         filename = kwargs.get("schedule_filename")
@@ -115,7 +122,17 @@ class Scheduler(beat.Scheduler):
         """Load (or reload) beat_schedule and Celery's default entries, then open the store."""
         self.merge_inplace(self.app.conf.beat_schedule)
         self.install_default_entries(self.entries)
-        self._lease.schedule_digest = schedule_digest(self.entries.values())
+        # Sub-entries of "*" follow the live workers, so they are left out: beats that have not
+        # seen the same census still run the same configuration.
+        dynamic = self._fanout.is_dynamic
+        self._lease.schedule_digest = schedule_digest(
+            entry for entry in self.entries.values() if not dynamic(entry.name)
+        )
+        if self._fanout.subs and not self.app.conf.worker_direct:
+            logger.warning(
+                "beat: entries with 'workers' are sent to each worker's direct queue, which "
+                "workers consume only with worker_direct=True: set it in the app's configuration"
+            )
         # The schedule lives as long as the process: keeping it out of the cyclic collector's
         # full passes spares the beat pauses of tens of milliseconds at 100,000 entries.
         gc.freeze()
@@ -123,13 +140,34 @@ class Scheduler(beat.Scheduler):
             self._open_store()
 
     def merge_inplace(self, b: Mapping[str, Any]) -> None:
-        for name in [name for name in self.entries if name not in b]:
+        self._fanout.drop([name for name in self._fanout.subs if name not in b])
+        plain = self._expand(b)
+        for name in [name for name in self.entries if name not in plain]:
             self.entries.pop(name).active = False
-        self.broken.intersection_update(b)
-        self.update_from_dict(b)
+        self.broken.intersection_update({*plain, *b})
+        self._update(plain)
 
     def update_from_dict(self, dict_: Mapping[str, Any]) -> None:
         """Add or replace entries; an entry that cannot run is logged by name and skipped."""
+        self._update(self._expand(dict_))
+
+    def _expand(self, schedule: Mapping[str, Any]) -> dict[str, Any]:
+        """``schedule`` with each fanned-out entry replaced by its sub-entries (DESIGN.md §11);
+        one that cannot be fanned out is logged by name and skipped, its old sub-entries
+        dropped."""
+        before = {name: set(subs) for name, subs in self._fanout.subs.items() if name in schedule}
+        plain, broken = self._fanout.expand(schedule)
+        for name, error in broken.items():
+            logger.error("beat: skipping %s", error)
+            self.broken.add(name)
+        for name, subs in before.items():
+            for gone in subs - self._fanout.subs.get(name, set()):
+                old = self.entries.pop(gone, None)
+                if old is not None:
+                    old.active = False
+        return plain
+
+    def _update(self, dict_: Mapping[str, Any]) -> None:
         now = self.now_ms()
         for name, definition in dict_.items():
             try:
@@ -206,6 +244,8 @@ class Scheduler(beat.Scheduler):
         if time.monotonic() >= lease.due:
             self._maintain()
         queue = self._queue
+        if lease.leader and self._fanout.every_worker:
+            self._take_census()
         if lease.leader and queue and queue[0][0] <= self.now_ms():
             self._dispatch(self.now_ms())
         wait = lease.due - time.monotonic()
@@ -235,6 +275,11 @@ class Scheduler(beat.Scheduler):
         """
         now = self.now_ms()
         try:
+            if self._fanout.every_worker:
+                roster = store.roster()
+                if roster is not None and roster.nodes != self._fanout.nodes:
+                    self._regroup(roster.nodes, now)
+                self._census.due_now()
             fences = store.fences()
             gone = [name for name in fences if name not in self.entries and name not in self.broken]
             if gone:
@@ -256,6 +301,44 @@ class Scheduler(beat.Scheduler):
         self._queue = queue
         self._owed.clear()
         logger.debug("beat: leading %d entries (%d forgotten)", len(queue), len(gone))
+
+    def _take_census(self) -> None:
+        """As leader, ask which workers are alive (at most once per refresh, off this thread);
+        keep a changed answer in the store and fan the ``"*"`` entries out to it."""
+        nodes = self._census.poll()
+        if nodes is None or nodes == self._fanout.nodes:
+            return
+        store = self._store
+        assert store is not None
+        try:
+            if not store.set_roster(self.token, nodes, self.now_ms()):
+                return
+        except Exception as exc:
+            self._lease.failed(exc, time.monotonic())
+            return
+        self._regroup(nodes, self.now_ms())
+
+    def _regroup(self, nodes: tuple[str, ...], now: int) -> None:
+        """Fan the ``"*"`` entries out to ``nodes``: a worker that joined starts at its next
+        slot, one that left gets no more runs (and its fences go, so a return starts afresh).
+        One log line per worker."""
+        known = set(self._fanout.nodes or ())
+        if self._fanout.nodes is not None:
+            for node in sorted(set(nodes) - known):
+                logger.info('beat: worker %s joined: its copies of the "*" entries start', node)
+            for node in sorted(known - set(nodes)):
+                logger.info('beat: worker %s left: its copies of the "*" entries stop', node)
+        plain, left = self._fanout.regroup(nodes)
+        for name in left:
+            old = self.entries.pop(name, None)
+            if old is not None:
+                old.active = False
+        if left and self._lease.leader and self._store is not None:
+            try:
+                self._store.forget(self.token, left)
+            except Exception as exc:
+                self._lease.failed(exc, time.monotonic())
+        self._update(plain)
 
     def _resume(self, entry: Entry, fence: Fence | None, now: int) -> None:
         """Plan ``entry`` from its fence; a slot this beat claimed and never sent is sent now
@@ -341,8 +424,10 @@ class Scheduler(beat.Scheduler):
         store = self._store
         assert store is not None
         wanted = {entry.name: (cast(int, entry.slot), entry.fingerprint) for entry in batch}
+        guards = {entry.name: run_guard(entry, cast(int, entry.slot)) for entry in batch}
+        runs = {name: guard for name, guard in guards.items() if guard is not None}
         try:
-            claimed = store.claim(self.token, wanted)
+            claimed = store.claim(self.token, wanted, runs)
         except Exception as exc:
             # The claim may have been made and its reply lost: remember the slots, so that this
             # beat, leading again, sends them (DESIGN.md §10).
@@ -356,11 +441,24 @@ class Scheduler(beat.Scheduler):
             )
             self._lease.failed(exc, time.monotonic())
             return
-        mine = [(entry, cast(int, entry.slot)) for entry in batch if entry.name in claimed]
+        mine: list[tuple[Entry, int]] = []
         for entry in batch:
-            if entry.name not in claimed:  # a later slot is fenced already: move on
-                self._plan(entry, now, entry.advance, entry.slot, now)
-                heappush(self._queue, self._item(entry, now))
+            slot, holder = cast(int, entry.slot), claimed.held.get(entry.name)
+            if holder is not None and entry.overlap == "buffer_one":
+                self._overlaps.wait(entry, slot, holder)
+                heappush(self._queue, (now + WAIT_POLL_MS, entry.order, entry))
+                continue
+            if entry.name in claimed and (holder is None or entry.overlap == "replace"):
+                self._overlaps.ran(entry, slot)
+                if holder is not None:
+                    self._replacing[entry.name] = holder
+                mine.append((entry, slot))
+                continue
+            if holder is not None:
+                self._overlaps.skipped(entry, slot, holder)
+            # Skipped, or a later slot is fenced already: move on.
+            self._plan(entry, now, entry.advance, slot, now)
+            heappush(self._queue, self._item(entry, now))
         self._owed.update((entry.name, slot) for entry, slot in mine)
         if mine:
             self._settle(store, self._publish_batch(mine), now)
@@ -453,8 +551,13 @@ class Scheduler(beat.Scheduler):
             self._broker_outage = None
 
     def _give_back(self, store: Store, back: dict[str, int]) -> None:
+        runs = {
+            name: slot_task_id(name, slot)
+            for name, slot in back.items()
+            if self.entries.get(name) is not None and self.entries[name].run_ttl_ms
+        }
         try:
-            given = store.unclaim(self.token, back)
+            given = store.unclaim(self.token, back, runs)
         except Exception as exc:
             given = set()
             self._lease.failed(exc, time.monotonic())
@@ -481,6 +584,12 @@ class Scheduler(beat.Scheduler):
 
     def _send_slot(self, entry: Entry, slot: int) -> None:
         when = slot_iso(slot)
+        replaced = self._replacing.pop(entry.name, None)
+        if replaced is not None:
+            logger.info(
+                "beat: %s slot %s replaces its run %s: revoking it", entry.name, when, replaced
+            )
+            self.app.control.revoke(replaced, terminate=True, connection=self.connection)
         logger.info("Scheduler: Sending due task %s (%s) slot %s", entry.name, entry.task, when)
         self.send(entry, slot_task_id(entry.name, slot), when)
 

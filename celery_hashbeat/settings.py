@@ -19,6 +19,10 @@ from celery.exceptions import ImproperlyConfigured
 
 CATCH_UP_MODES = ("latest", "all", "skip")
 
+#: What happens to a slot that falls due while the entry's previous run is queued or running
+#: (DESIGN.md §12); "allow" is Celery's own behaviour.
+OVERLAP_MODES = ("allow", "skip", "buffer_one", "replace")
+
 #: Every setting the scheduler reads; any other ``hashbeat_*`` name is a typo worth a warning.
 KNOWN_SETTINGS = (
     "hashbeat_store_url",
@@ -27,6 +31,9 @@ KNOWN_SETTINGS = (
     "hashbeat_lease_renew_interval",
     "hashbeat_catch_up",
     "hashbeat_catch_up_window",
+    "hashbeat_overlap",
+    "hashbeat_running_ttl",
+    "hashbeat_workers_refresh",
     "hashbeat_store_options",
     "hashbeat_redis_use_ssl",
     "hashbeat_sentinel_master",
@@ -58,6 +65,8 @@ class ConfigurationExit(SystemExit):
 DEFAULT_STORE_URL = "sqlite:///celerybeat-hashbeat.sqlite"
 DEFAULT_KEY_PREFIX = "hashbeat"
 DEFAULT_LEASE_TTL = 10.0
+DEFAULT_RUNNING_TTL = 60.0
+DEFAULT_WORKERS_REFRESH = 60.0
 
 #: The Redis store's timeouts; the SQLite store has one, ``timeout``.
 TIMEOUT_OPTIONS = ("socket_timeout", "socket_connect_timeout")
@@ -94,6 +103,14 @@ def catch_up_mode(value: object, where: str) -> str:
     return str(value)
 
 
+def overlap_mode(value: object, where: str) -> str:
+    """One of OVERLAP_MODES, or an error naming ``where``."""
+    if value not in OVERLAP_MODES:
+        choices = ", ".join(repr(mode) for mode in OVERLAP_MODES)
+        raise ImproperlyConfigured(f"{where} must be one of {choices}, not {value!r}")
+    return str(value)
+
+
 def catch_up_window(value: object, where: str) -> float | None:
     """A window in seconds, or None for no window."""
     return None if value is None else seconds(value, where, "3600, or None for no limit")
@@ -110,10 +127,18 @@ class Settings:
     catch_up: str = "latest"
     catch_up_window: float | None = None
     store_options: Mapping[str, Any] = field(default_factory=dict)
+    overlap: str = "allow"
+    running_ttl: float = DEFAULT_RUNNING_TTL
+    #: How often the leader asks which workers are alive, for entries fanned out to "*".
+    workers_refresh: float = DEFAULT_WORKERS_REFRESH
 
     @property
     def lease_ttl_ms(self) -> int:
         return math.ceil(self.lease_ttl * 1000)
+
+    @property
+    def running_ttl_ms(self) -> int:
+        return math.ceil(self.running_ttl * 1000)
 
     @classmethod
     def from_conf(cls, conf: Any, *, warn: bool = True) -> Settings:
@@ -151,7 +176,17 @@ class Settings:
             )
         mode = catch_up_mode(setting(conf, "hashbeat_catch_up", "latest"), "hashbeat_catch_up")
         window = catch_up_window(conf.get("hashbeat_catch_up_window"), "hashbeat_catch_up_window")
-        return cls(url, prefix, ttl, renew, mode, window, store_options(conf, url, renew))
+        overlap = overlap_mode(setting(conf, "hashbeat_overlap", "allow"), "hashbeat_overlap")
+        running_ttl = seconds(
+            setting(conf, "hashbeat_running_ttl", DEFAULT_RUNNING_TTL), "hashbeat_running_ttl", "60"
+        )
+        refresh = seconds(
+            setting(conf, "hashbeat_workers_refresh", DEFAULT_WORKERS_REFRESH),
+            "hashbeat_workers_refresh",
+            "60",
+        )
+        options = store_options(conf, url, renew)
+        return cls(url, prefix, ttl, renew, mode, window, options, overlap, running_ttl, refresh)
 
 
 def store_options(conf: Any, url: str, renew: float) -> dict[str, Any]:

@@ -1,0 +1,206 @@
+"""Per-worker fan-out (DESIGN.md §11): the worker's node name in the hash.
+
+An entry with ``"workers": [...]`` or ``"workers": "*"`` runs once per worker: it becomes one
+sub-entry per node, named and keyed ``"<entry>@<node>"`` (so a hashed schedule gives each worker
+its own slot, DESIGN.md §3) and published to that worker's direct queue only. ``"*"`` means every
+live worker: the leader asks Celery's remote control which workers answer, at most once per
+``hashbeat_workers_refresh``, on a thread of its own, and keeps the answer in the store so that
+every beat fans out alike.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from celery.utils.log import get_logger
+from celery.utils.nodenames import worker_direct
+
+if TYPE_CHECKING:
+    from celery import Celery
+
+logger = get_logger(__name__)
+
+#: ``"workers": "*"``: every worker that answers the leader's ping.
+EVERY_WORKER = "*"
+
+#: Options that would send a sub-entry somewhere other than its worker's direct queue.
+ROUTING_OPTIONS = ("queue", "exchange", "routing_key")
+
+#: How long the leader waits for workers to answer its ping (seconds).
+PING_TIMEOUT = 1.0
+
+
+class FanOutError(ValueError):
+    """A ``workers`` value that cannot be fanned out; the message names the entry."""
+
+
+def sub_name(entry: str, node: str) -> str:
+    """The name, and hash key, of ``entry``'s copy for worker ``node``."""
+    return f"{entry}@{node}"
+
+
+def fanned_nodes(name: str, definition: Mapping[str, Any]) -> tuple[str, ...] | None:
+    """The nodes an entry lists, or None for ``"*"``; checked, with errors naming the entry."""
+    workers = definition["workers"]
+    options = definition.get("options") or {}
+    routed = [key for key in ROUTING_OPTIONS if isinstance(options, Mapping) and key in options]
+    if routed:
+        raise FanOutError(
+            f"entry {name!r}: 'workers' sends each copy to its worker's direct queue, so options "
+            f"{routed} cannot apply: remove them, or remove 'workers'"
+        )
+    if workers == EVERY_WORKER:
+        return None
+    if isinstance(workers, str) or not isinstance(workers, Iterable):
+        raise FanOutError(
+            f"entry {name!r}: 'workers' must be \"*\" (every live worker) or a list of node "
+            f'names such as ["celery@web-1"], not {workers!r}'
+        )
+    nodes = list(workers)
+    for node in nodes:
+        if not isinstance(node, str) or node.count("@") != 1 or node.startswith("@"):
+            raise FanOutError(
+                f"entry {name!r}: 'workers' lists {node!r}, which is not a worker node name: "
+                f'write it as Celery prints it at start, e.g. "celery@web-1"'
+            )
+    duplicated = sorted({node for node in nodes if nodes.count(node) > 1})
+    if duplicated:
+        raise FanOutError(f"entry {name!r}: 'workers' lists {duplicated} more than once")
+    return tuple(nodes)
+
+
+def fan_out(
+    name: str, definition: Mapping[str, Any], nodes: Iterable[str]
+) -> dict[str, dict[str, Any]]:
+    """The sub-entry definitions of ``definition`` for ``nodes``: each as the entry, sent only
+    to its worker's direct queue."""
+    base = {key: value for key, value in definition.items() if key != "workers"}
+    options = dict(definition.get("options") or {})
+    return {
+        sub_name(name, node): {**base, "options": {**options, "queue": worker_direct(node)}}
+        for node in nodes
+    }
+
+
+def ping_workers(app: Celery, timeout: float = PING_TIMEOUT) -> tuple[str, ...]:
+    """The node names of the workers that answer a remote-control ping within ``timeout``."""
+    replies = app.control.ping(timeout=timeout) or []
+    return tuple(sorted({node for reply in replies for node in reply}))
+
+
+class WorkerCensus:
+    """Asks, off the beat's thread, which workers are alive: at most once per ``refresh``
+    seconds, never two asks at once. ``poll`` starts an ask when one is due and hands back the
+    answer of a finished one."""
+
+    def __init__(self, app: Celery, refresh: float) -> None:
+        self.app = app
+        self.refresh = refresh
+        self._next = 0.0
+        self._thread: threading.Thread | None = None
+        self._answer: tuple[str, ...] | None = None
+        self._failure: str | None = None
+
+    def due_now(self) -> None:
+        """Ask at the next poll (a new leader wants a fresh answer)."""
+        self._next = 0.0
+
+    def poll(self) -> tuple[str, ...] | None:
+        """The nodes of an ask that finished since the last poll, if any."""
+        thread = self._thread
+        if thread is not None:
+            if thread.is_alive():
+                return None
+            self._thread = None
+            answer, self._answer = self._answer, None
+            return answer
+        now = time.monotonic()
+        if now >= self._next:
+            self._next = now + self.refresh
+            self._thread = threading.Thread(target=self._ask, name="hashbeat-census", daemon=True)
+            self._thread.start()
+        return None
+
+    def _ask(self) -> None:
+        try:
+            self._answer = ping_workers(self.app)
+        except Exception as exc:
+            if self._failure is None:
+                logger.warning(
+                    "beat: cannot ask which workers are alive (%s: %s); the entries with "
+                    '"workers": "*" keep their last known workers until it can',
+                    type(exc).__name__,
+                    exc,
+                )
+            self._failure = str(exc)
+            return
+        if self._failure is not None:
+            logger.info("beat: the workers answer the census again")
+            self._failure = None
+
+
+class FanOut:
+    """The schedule's fanned-out entries and the sub-entries they stand for: ``expand`` turns a
+    beat_schedule mapping into plain definitions, sub-entries in place of fanned entries."""
+
+    def __init__(self) -> None:
+        #: Fanned entry -> its definition, for the entries with ``"workers": "*"``.
+        self.every_worker: dict[str, Mapping[str, Any]] = {}
+        #: Fanned entry -> the names of its sub-entries now.
+        self.subs: dict[str, set[str]] = {}
+        #: The live workers last known (the store's roster), or None before any census.
+        self.nodes: tuple[str, ...] | None = None
+
+    def expand(self, schedule: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+        """The plain definitions of ``schedule``, and the fanned entries that cannot be fanned
+        out (name -> error)."""
+        plain: dict[str, Any] = {}
+        broken: dict[str, str] = {}
+        for name, definition in schedule.items():
+            if not isinstance(definition, Mapping) or "workers" not in definition:
+                plain[name] = definition
+                self._forget(name)
+                continue
+            try:
+                listed = fanned_nodes(name, definition)
+            except FanOutError as exc:
+                broken[name] = str(exc)
+                self._forget(name)
+                continue
+            if listed is None:
+                self.every_worker[name] = definition
+            else:
+                self.every_worker.pop(name, None)
+            subs = fan_out(name, definition, (self.nodes or ()) if listed is None else listed)
+            self.subs[name] = set(subs)
+            plain.update(subs)
+        return plain, broken
+
+    def _forget(self, name: str) -> None:
+        self.every_worker.pop(name, None)
+        self.subs.pop(name, None)
+
+    def drop(self, names: Iterable[str]) -> None:
+        """Forget fanned entries removed from the schedule."""
+        for name in names:
+            self._forget(name)
+
+    def is_dynamic(self, name: str) -> bool:
+        """Whether entry ``name`` is a sub-entry that comes and goes with the live workers."""
+        return any(name in self.subs.get(parent, ()) for parent in self.every_worker)
+
+    def regroup(self, nodes: tuple[str, ...]) -> tuple[dict[str, Any], set[str]]:
+        """Take a new roster: the sub-entry definitions of every ``"*"`` entry for ``nodes``, and
+        the names of the sub-entries of workers that left."""
+        self.nodes = nodes
+        plain: dict[str, Any] = {}
+        left: set[str] = set()
+        for name, definition in self.every_worker.items():
+            subs = fan_out(name, definition, nodes)
+            left |= self.subs.get(name, set()) - set(subs)
+            self.subs[name] = set(subs)
+            plain.update(subs)
+        return plain, left
