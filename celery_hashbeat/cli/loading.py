@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import tzinfo
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +20,7 @@ from celery.bin.base import CLIContext
 from ..entries import Entry, EntryError, SharedSlots, build_entry
 from ..expr import CronSyntaxError
 from ..expr.zones import load_zone
+from ..fanout import FanOut, fan_out, fanned_nodes, sub_name
 from ..settings import Settings
 from ..store import Store, StoreConfigError, StoreError, open_store
 from .output import SetupError, StoreFailure
@@ -120,19 +122,57 @@ def beat_schedule(app: Celery) -> Mapping[str, Any]:
     return schedule
 
 
-def build_entries(app: Celery, now: int) -> tuple[list[Entry], dict[str, str]]:
-    """The app's entries built as the Scheduler builds them, in name order, and the first line
-    of the error of each entry that cannot run."""
+#: The worker a fanned-out entry is built for, to check it, while no real worker is known.
+PROBE_NODE = "celery@probe"
+
+
+@dataclass
+class Built:
+    """The app's entries as the Scheduler builds them (DESIGN.md §11: fanned-out entries as their
+    sub-entries), in name order."""
+
+    entries: list[Entry] = field(default_factory=list)
+    #: Entry -> the first line of its error, for each entry that cannot run.
+    errors: dict[str, str] = field(default_factory=dict)
+    #: Sub-entry -> (the fanned-out entry it copies, its worker node).
+    subs: dict[str, tuple[str, str]] = field(default_factory=dict)
+    #: Fanned-out entries with no sub-entry now (``"*"`` with no workers known, or an empty
+    #: list), each built for a placeholder worker: what it runs, not when.
+    idle: dict[str, Entry] = field(default_factory=dict)
+    #: The entries with ``"workers": "*"``.
+    every_worker: set[str] = field(default_factory=set)
+
+
+def build_entries(app: Celery, now: int, nodes: tuple[str, ...] | None = None) -> Built:
+    """The app's entries built as the Scheduler builds them, the ``"*"`` entries fanned out to
+    ``nodes`` (the store's roster; None when it is not known), and the first line of the error
+    of each entry that cannot run."""
     definitions = beat_schedule(app)
     settings = app_settings(app)
     shared = SharedSlots(app)
-    entries, errors = [], {}
-    for name in sorted(definitions):
+    fanout = FanOut()
+    fanout.nodes = nodes
+    plain, broken = fanout.expand(definitions)
+    built = Built(errors={name: error.splitlines()[0] for name, error in broken.items()})
+    built.every_worker = set(fanout.every_worker)
+    for parent in fanout.subs:
+        listed = fanned_nodes(parent, definitions[parent])  # checked by expand: it raises not
+        for node in (nodes or ()) if listed is None else listed:
+            built.subs[sub_name(parent, node)] = (parent, node)
+    for name in sorted(plain):
         try:
-            entries.append(build_entry(name, definitions[name], settings, shared, now))
+            built.entries.append(build_entry(name, plain[name], settings, shared, now))
         except EntryError as exc:
-            errors[name] = str(exc).splitlines()[0]
-    return entries, errors
+            built.errors[name] = str(exc).splitlines()[0]
+    for parent in sorted(name for name, subs in fanout.subs.items() if not subs):
+        probe = sub_name(parent, PROBE_NODE)
+        definition = fan_out(parent, definitions[parent], [PROBE_NODE])[probe]
+        try:
+            built.idle[parent] = build_entry(probe, definition, settings, shared, now)
+        except EntryError as exc:
+            error = str(exc).splitlines()[0].replace(f"entry {probe!r}", f"entry {parent!r}")
+            built.errors[parent] = error
+    return built
 
 
 def app_settings(app: Celery) -> Settings:

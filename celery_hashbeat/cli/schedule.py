@@ -1,5 +1,5 @@
 """``hashbeat schedule``: every beat entry, what it resolves to, when it runs next, and what the
-store says it last enqueued."""
+store says it last enqueued; an entry fanned out to workers (DESIGN.md §11) as its sub-entries."""
 
 from __future__ import annotations
 
@@ -14,7 +14,16 @@ from celery.schedules import crontab, schedule, solar
 from ..entries import Entry
 from ..schedules import hashcron, hashinterval
 from ..slots import IntervalSlots
-from .loading import app_option, app_settings, build_entries, connected, require_app
+from ..store.base import Roster
+from .loading import (
+    Built,
+    app_option,
+    app_settings,
+    beat_schedule,
+    build_entries,
+    connected,
+    require_app,
+)
 from .output import (
     SetupError,
     StoreFailure,
@@ -45,11 +54,18 @@ class Row:
     next_ms: int | None = None
     last_ms: int | None = None
     error: str | None = None
+    #: The overlap mode (DESIGN.md §12): "allow", "skip", "buffer_one" or "replace".
+    overlap: str = "-"
+    #: For a sub-entry: the entry fanned out to workers, and the worker node of this copy.
+    parent: str | None = None
+    worker: str | None = None
+    #: For a fanned-out entry with no sub-entry now: why, and what to do.
+    idle: str | None = None
 
 
 def describe(entry: Entry, app: Celery) -> Row:
     """What kind of schedule an entry has, as written and as resolved."""
-    given, row = entry.schedule, Row(entry.name, entry.task)
+    given, row = entry.schedule, Row(entry.name, entry.task, overlap=entry.overlap)
     if isinstance(given, int | float | timedelta):
         given = schedule(given, entry.relative, app=app)
     if isinstance(given, hashcron):
@@ -98,30 +114,41 @@ def schedule_command(app_name: str | None, no_store: bool, as_json: bool) -> Non
     """
     app = require_app(app_name)
     now = int(time.time() * 1000)
-    entries, errors = build_entries(app, now)
-    rows = sorted(
-        [describe(entry, app) for entry in entries]
-        + [Row(name, error=error) for name, error in errors.items()],
-        key=lambda row: row.name,
-    )
+    built: Built | None = None
+    roster: Roster | None = None
     fences: dict[str, int] = {}
     problem: StoreFailure | None = None
-    if not no_store and entries:
+    if not no_store and beat_schedule(app):
         settings = app_settings(app)
         try:
             with connected(settings.store_url, settings.key_prefix, settings.store_options) as s:
-                fences = s.last_slots([entry.name for entry in entries])
+                roster = s.roster()
+                built = build_entries(app, now, None if roster is None else roster.nodes)
+                fences = s.last_slots([entry.name for entry in built.entries])
         except StoreFailure as exc:
             problem = exc
+    if built is None:
+        built = build_entries(app, now)
+    unknown = "the store cannot be read" if problem else "--no-store" if no_store else None
+    idle = [_idle(name, entry, built, roster, unknown, app) for name, entry in built.idle.items()]
+    rows = sorted(
+        [describe(entry, app) for entry in built.entries]
+        + [row for row, _ in idle]
+        + [Row(name, error=error) for name, error in built.errors.items()],
+        key=lambda row: row.name,
+    )
     by_name = {row.name: row for row in rows}
-    for entry in entries:
+    for entry in built.entries:
         entry.start(fences.get(entry.name), now)
         row = by_name[entry.name]
         row.next_ms, row.last_ms = entry.slot, fences.get(entry.name)
+        row.parent, row.worker = built.subs.get(entry.name, (None, None))
     if as_json:
-        echo_json({"now_ms": now, "entries": [asdict(row) for row in rows]})
+        workers = None if roster is None else _roster_json(roster)
+        echo_json({"now_ms": now, "workers": workers, "entries": [asdict(r) for r in rows]})
     else:
-        _print(rows, now, app.timezone, show_last=not no_store and problem is None)
+        labels = {row.name: label for row, label in idle}
+        _print(rows, labels, now, app.timezone, show_last=not no_store and problem is None)
     if problem is not None:
         raise problem
     broken = [row.name for row in rows if row.error]
@@ -129,7 +156,54 @@ def schedule_command(app_name: str | None, no_store: bool, as_json: bool) -> Non
         raise SetupError(f"entries that cannot run: {', '.join(broken)}")
 
 
-def _print(rows: list[Row], now: int, zone: tzinfo, show_last: bool) -> None:
+def _idle(
+    name: str, entry: Entry, built: Built, roster: Roster | None, unknown: str | None, app: Celery
+) -> tuple[Row, str]:
+    """The row of a fanned-out entry that has no sub-entry now (what it runs, and why nowhere),
+    and what its NEXT RUN says in the table."""
+    row = describe(entry, app)  # built for a placeholder worker: its key and slots are not real
+    row.name, row.key = name, "-"
+    if row.kind in ("hashcron", "hashinterval"):
+        row.resolved = "-"
+    every = f'entry {name!r} runs on every live worker ("workers": "*")'
+    if name not in built.every_worker:
+        row.idle = (
+            f'entry {name!r} lists no workers ("workers": []), so it runs nowhere: name the '
+            "worker nodes, or remove 'workers'"
+        )
+        return row, "no workers listed"
+    if roster is not None and not roster.nodes:
+        row.idle = (
+            f"{every}, and no worker answered the leader's census at "
+            f"{stamp(roster.resolved_ms, app.timezone)}: check that the workers are up and use "
+            "the app's broker"
+        )
+        return row, "no live workers"
+    if unknown == "--no-store":
+        row.idle = (
+            f"{every}, which the leader's census of live workers in the store names: run "
+            "without --no-store to list its copies"
+        )
+    elif unknown is not None:
+        row.idle = (
+            f"{every}, which the leader's census in the store names, and {unknown} (see below)"
+        )
+    else:
+        row.idle = (
+            f"{every}: waiting for the leader's census of live workers, which a beat takes "
+            "within seconds of leading (hashbeat status shows whether one leads); run this "
+            "again then to list its copies"
+        )
+    return row, "workers not known yet"
+
+
+def _roster_json(roster: Roster) -> dict[str, object]:
+    return {"nodes": list(roster.nodes), "resolved_ms": roster.resolved_ms}
+
+
+def _print(
+    rows: list[Row], labels: dict[str, str], now: int, zone: tzinfo, show_last: bool
+) -> None:
     if not rows:
         click.echo("The app's beat_schedule is empty.")
         return
@@ -147,12 +221,19 @@ def _print(rows: list[Row], now: int, zone: tzinfo, show_last: bool) -> None:
     for row in rows:
         if row.error is None:
             line = [row.name, row.task, row.kind, row.expression, row.resolved, row.key, row.zone]
-            line.append(when(row.next_ms, "-", upcoming=True))
-            if show_last:
-                line.append(when(row.last_ms, "never", upcoming=False))
+            if row.idle is not None:
+                line.append(labels[row.name])
+                line.extend(["-"] if show_last else [])
+            else:
+                line.append(when(row.next_ms, "-", upcoming=True))
+                if show_last:
+                    line.append(when(row.last_ms, "never", upcoming=False))
             lines.append(line)
     if lines:
         click.echo(table(headers, lines))
+    for row in rows:
+        if row.idle is not None:
+            click.echo(f"no copies: {row.idle}")
     for row in rows:
         if row.error is not None:
             click.echo(f"cannot run: {row.error}")

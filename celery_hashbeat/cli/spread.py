@@ -192,9 +192,17 @@ def spread(
         app = find_celery_app(app_name)
         if app is None:
             raise click.UsageError("give the app with -A proj, or --expr EXPR --keys FILE")
-        entries, errors = build_entries(app, to_ms(datetime.now(timezone.utc)))
-        if errors:
-            raise SetupError(next(iter(errors.values())))
+        built = build_entries(app, to_ms(datetime.now(timezone.utc)))
+        if built.errors:
+            raise SetupError(next(iter(built.errors.values())))
+        for name in sorted(built.idle.keys() & built.every_worker):
+            click.echo(
+                f"spread: entry {name!r} runs on every live worker, which only the leader's "
+                "census in the store names, so it is left out (hashbeat schedule lists its "
+                "copies)",
+                err=True,
+            )
+        entries = built.entries
         if not entries:
             raise SetupError("the app's beat_schedule is empty: nothing to spread")
         zone = tz or app.timezone
