@@ -1,8 +1,10 @@
-"""``hashbeat status``: who leads, which beats are alive, what was enqueued last; ``--check``
-turns it into a health probe."""
+"""``hashbeat status``: who leads, which beats are alive, what was enqueued last, the workers
+the leader found alive and the runs now queued or running (DESIGN.md §11-12); ``--check`` turns
+it into a health probe."""
 
 from __future__ import annotations
 
+import textwrap
 import time
 from datetime import datetime, timezone
 
@@ -10,6 +12,7 @@ import click
 
 from ..settings import DEFAULT_KEY_PREFIX
 from ..store import BeatInfo, LeaseInfo
+from ..store.base import Roster
 from .loading import app_option, app_settings, connected, find_celery_app
 from .output import Findings, duration, echo_json, json_option, relative, stamp, table
 
@@ -43,7 +46,12 @@ def status(
     limit: int,
     as_json: bool,
 ) -> None:
-    """Show the store, the leader and its lease, live beats, and the last slots enqueued.
+    """Show the store, the leader and its lease, live beats, the last slots enqueued, the live
+    workers and the runs now queued or running.
+
+    The live workers are the leader's last census of them, which fans out the entries with
+    "workers": "*"; they are shown once a leader took one. The runs are the run leases of
+    entries with an "overlap" other than "allow": entry and task id.
 
     The store is the app's (hashbeat_store_url and friends), or the one given with --store.
     With --check it is a health probe: exit 0 when a beat holds the lease, 1 when none does
@@ -70,6 +78,8 @@ def status(
         lease = store.leader()
         beats = store.beats()
         slots = sorted(store.last_slots().items(), key=lambda item: (-item[1], item[0]))
+        roster = store.roster()
+        running = dict(sorted(store.running().items()))
     now = int(time.time() * 1000)
     if as_json:
         echo_json(
@@ -89,6 +99,8 @@ def status(
                     for b in beats
                 ],
                 "last_slots": dict(slots),
+                "workers": None if roster is None else roster_json(roster, now),
+                "running": running,
             }
         )
     else:
@@ -108,8 +120,37 @@ def status(
             click.echo(table(["ENTRY", "LAST SLOT", ""], rows, indent="  "))
             if len(slots) > limit:
                 click.echo(f"  ... and {len(slots) - limit} more (--limit, or --json)")
+        if roster is not None:
+            echo_roster(roster, now)
+        if running:
+            click.echo(
+                f"running   {len(running)} run{'' if len(running) == 1 else 's'} queued or running"
+            )
+            rows = [[entry, task_id] for entry, task_id in running.items()]
+            click.echo(table(["ENTRY", "TASK ID"], rows, indent="  "))
     if check and lease is None:
         raise Findings(f"no beat holds the lease in {where} (prefix {prefix!r})")
+
+
+def echo_roster(roster: Roster, now: int) -> None:
+    """The leader's last census of live workers: when, and who answered."""
+    when = f"{stamp(roster.resolved_ms)} ({relative(roster.resolved_ms, now)})"
+    if not roster.nodes:
+        click.echo(f"workers   none answered the leader's census at {when}")
+        return
+    count = len(roster.nodes)
+    click.echo(f"workers   {count} live in the leader's census of {when}")
+    for line in textwrap.wrap(", ".join(roster.nodes), width=96, break_on_hyphens=False):
+        click.echo(f"  {line}")
+
+
+def roster_json(roster: Roster, now: int) -> dict[str, object]:
+    """The roster for --json: the nodes, when the leader resolved them and how long ago."""
+    return {
+        "nodes": list(roster.nodes),
+        "resolved": stamp_iso(roster.resolved_ms),
+        "resolved_ms_ago": max(0, now - roster.resolved_ms),
+    }
 
 
 def role(beat: BeatInfo, lease: LeaseInfo | None) -> str:
