@@ -37,7 +37,7 @@ import subprocess
 import sys
 import types
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -49,6 +49,7 @@ from celery.utils.imports import load_extension_class_names, symbol_by_name
 
 import celery_hashbeat.store.redis as redis_store
 from celery_hashbeat import Scheduler
+from celery_hashbeat.fanout import EVERY_WORKER, sub_name
 from celery_hashbeat.settings import DEFAULT_STORE_URL, Settings
 
 from .markdown import Block, YamlError, blocks, load_yaml
@@ -299,7 +300,7 @@ def check_app(app: Celery, workdir: Path) -> None:
             scheduler.setup_schedule()
             if scheduler.broken:
                 raise ValueError(f"entries the Scheduler skips: {sorted(scheduler.broken)}")
-            missing = set(conf.beat_schedule or {}) - set(scheduler.entries)
+            missing = expected_entries(conf.beat_schedule or {}) - set(scheduler.entries)
             if missing:
                 raise ValueError(f"entries the Scheduler did not load: {sorted(missing)}")
             if scheduler._store is None:
@@ -309,6 +310,20 @@ def check_app(app: Celery, workdir: Path) -> None:
     finally:
         if url is not None:
             conf.hashbeat_store_url = url
+
+
+def expected_entries(schedule: Mapping[str, Any]) -> set[str]:
+    """The entries the Scheduler should hold for ``schedule``: an entry with ``"workers"`` as
+    its copies, one per listed worker (DESIGN.md §11); a ``"*"`` entry has none until a leader
+    takes a census of live workers, which no example does."""
+    expected: set[str] = set()
+    for name, definition in schedule.items():
+        workers = definition.get("workers") if isinstance(definition, Mapping) else None
+        if workers is None:
+            expected.add(name)
+        elif workers != EVERY_WORKER:
+            expected.update(sub_name(name, node) for node in workers)
+    return expected
 
 
 def check_django_settings(app: Celery, settings: types.SimpleNamespace) -> None:
