@@ -103,6 +103,10 @@ def schedule_command(app_name: str | None, no_store: bool, as_json: bool) -> Non
     here. Next run follows the scheduler's catch-up policy: a slot missed since the last one
     enqueued shows as due now. Times are in the app's timezone.
 
+    An entry with "workers" is listed as its copies, one per worker, each named and keyed
+    ENTRY@NODE. For "workers": "*" the workers are the leader's census in the store; before
+    there is one, or with --no-store, the entry is one row saying its workers are not known yet.
+
     Exits 3 when an entry cannot run, 4 when the store cannot be read (the table is printed
     first, without last enqueued slots).
 
