@@ -362,8 +362,10 @@ class Cluster:
 
         SIGKILL between a claim and its publish loses the claimed slots: at-most-once by design
         (DESIGN.md §5). The scenarios test failover, so they strike between ticks; a clean stop
-        in mid-dispatch has a test of its own.
+        in mid-dispatch has a test of its own. After an outage the leader sends what it owes
+        whatever the schedule says, so first wait until every fenced slot has arrived.
         """
+        self.drained()
         now = time.time() * 1000
         last: dict[str, int] = {}
         for d in self.recorder.deliveries():
@@ -387,6 +389,23 @@ class Cluster:
         if moment is None:
             moment = max(candidates, key=clearance)
         time.sleep(max(0.0, (moment - time.time() * 1000) / 1000))
+
+    def drained(self, timeout: float = 15.0) -> None:
+        """Wait until the slot of every entry's fence has reached the broker: the leader is no
+        longer working off claims it made during a fault (a catch-up batch, a hung publish)."""
+
+        def sent_all_fenced() -> bool:
+            try:
+                fences = self.store.last_slots(self.schedule)
+            except StoreError:
+                return False
+            arrived = {(d.entry, d.slot) for d in self.recorder.deliveries()}
+            return all((name, slot) in arrived for name, slot in fences.items())
+
+        if not wait_until(sent_all_fenced, timeout, interval=0.02):
+            raise AssertionError(
+                f"the leader still owes fenced slots after {timeout}s\n{self.diagnostics()}"
+            )
 
     def quiet_broker(self, quiet: float = 0.5, timeout: float = 5.0) -> None:
         """Wait until nothing has arrived for ``quiet`` seconds."""
