@@ -48,7 +48,7 @@ def overlap_schedule() -> dict[str, dict[str, Any]]:
         "retries": every_2s("workers.retry_once", "skip"),
         "time-limited": every_2s("workers.hangs", "skip"),
         "victim": every_2s("workers.run", "skip", kwargs={"seconds": 30}, options={
-            "queue": "victim"}),
+            "queue": "allow"}),
     }  # fmt: skip
 
 
@@ -73,6 +73,9 @@ app.conf.update(
     broker_connection_retry_on_startup=True,
     timezone="UTC",
     worker_direct=True,
+    # One task per free process: a message waiting behind a busy process would outlive its run
+    # lease before it starts.
+    worker_prefetch_multiplier=1,
     worker_hijack_root_logger=True,
     task_default_queue=f"{PREFIX}-default",
     hashbeat_store_url=REDIS,

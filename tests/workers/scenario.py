@@ -50,8 +50,11 @@ class Scenario:
         self.store: Store = open_store(self.redis.url, prefix=self.prefix)
         self.client = redis.Redis.from_url(self.redis.url, decode_responses=True)
 
-    def worker(self, node: str, queues: str = "", concurrency: int = 4) -> Process:
-        """``celery worker -n node -c concurrency`` (prefork), started and ready."""
+    def worker(
+        self, node: str, queues: str = "", concurrency: int = 4, wait: bool = True
+    ) -> Process:
+        """``celery worker -n node -c concurrency`` (prefork), started and, with ``wait``,
+        ready."""
         name = node.partition("@")[0]
         args = [
             sys.executable, "-m", "celery", "-A", APP, "worker", "-n", node, "-P", "prefork",
@@ -60,8 +63,12 @@ class Scenario:
         if queues:
             args += ["-Q", queues]
         process = self.processes.start(f"worker-{name}", args, self.env)
-        assert wait_until(lambda: f"{node} ready." in self.log(process), 30), self.log(process)
+        if wait:
+            self.ready(process, node)
         return process
+
+    def ready(self, process: Process, node: str) -> None:
+        assert wait_until(lambda: f"{node} ready." in self.log(process), 60), self.log(process)
 
     def beat(self, name: str) -> Process:
         return self.processes.start(name, celery_beat_args(APP, self.workdir, name), self.env)
