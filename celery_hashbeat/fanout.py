@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from celery.utils.log import get_logger
@@ -142,9 +143,20 @@ class WorkerCensus:
             self._failure = None
 
 
+@dataclass
+class Expansion:
+    """What a change to the schedule or to the live workers means for the entries."""
+
+    #: Definitions to build: the schedule's, with sub-entries in place of fanned entries.
+    plain: dict[str, Any] = field(default_factory=dict)
+    #: Fanned entries that cannot be fanned out: name -> the error, naming the entry.
+    broken: dict[str, str] = field(default_factory=dict)
+    #: Sub-entries that no longer exist (their entry changed, or their worker left).
+    gone: set[str] = field(default_factory=set)
+
+
 class FanOut:
-    """The schedule's fanned-out entries and the sub-entries they stand for: ``expand`` turns a
-    beat_schedule mapping into plain definitions, sub-entries in place of fanned entries."""
+    """The schedule's fanned-out entries and the sub-entries they stand for."""
 
     def __init__(self) -> None:
         #: Fanned entry -> its definition, for the entries with ``"workers": "*"``.
@@ -154,30 +166,33 @@ class FanOut:
         #: The live workers last known (the store's roster), or None before any census.
         self.nodes: tuple[str, ...] | None = None
 
-    def expand(self, schedule: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
-        """The plain definitions of ``schedule``, and the fanned entries that cannot be fanned
-        out (name -> error)."""
-        plain: dict[str, Any] = {}
-        broken: dict[str, str] = {}
+    def expand(self, schedule: Mapping[str, Any]) -> Expansion:
+        """Take in a beat_schedule mapping (all of it, or entries added to it)."""
+        result = Expansion()
         for name, definition in schedule.items():
-            if not isinstance(definition, Mapping) or "workers" not in definition:
-                plain[name] = definition
-                self._forget(name)
-                continue
-            try:
-                listed = fanned_nodes(name, definition)
-            except FanOutError as exc:
-                broken[name] = str(exc)
-                self._forget(name)
-                continue
-            if listed is None:
-                self.every_worker[name] = definition
-            else:
-                self.every_worker.pop(name, None)
-            subs = fan_out(name, definition, (self.nodes or ()) if listed is None else listed)
-            self.subs[name] = set(subs)
-            plain.update(subs)
-        return plain, broken
+            before = self.subs.get(name, set())
+            self._take(name, definition, result)
+            result.gone |= before - self.subs.get(name, set())
+        return result
+
+    def _take(self, name: str, definition: Any, result: Expansion) -> None:
+        if not isinstance(definition, Mapping) or "workers" not in definition:
+            result.plain[name] = definition
+            self._forget(name)
+            return
+        try:
+            listed = fanned_nodes(name, definition)
+        except FanOutError as exc:
+            result.broken[name] = str(exc)
+            self._forget(name)
+            return
+        if listed is None:
+            self.every_worker[name] = definition
+        else:
+            self.every_worker.pop(name, None)
+        subs = fan_out(name, definition, (self.nodes or ()) if listed is None else listed)
+        self.subs[name] = set(subs)
+        result.plain.update(subs)
 
     def _forget(self, name: str) -> None:
         self.every_worker.pop(name, None)
@@ -192,15 +207,19 @@ class FanOut:
         """Whether entry ``name`` is a sub-entry that comes and goes with the live workers."""
         return any(name in self.subs.get(parent, ()) for parent in self.every_worker)
 
-    def regroup(self, nodes: tuple[str, ...]) -> tuple[dict[str, Any], set[str]]:
-        """Take a new roster: the sub-entry definitions of every ``"*"`` entry for ``nodes``, and
-        the names of the sub-entries of workers that left."""
+    def regroup(self, nodes: tuple[str, ...]) -> Expansion:
+        """Take a new roster: every ``"*"`` entry fanned out to ``nodes``, with one log line
+        per worker that joined or left since the last roster."""
+        if self.nodes is not None:
+            for node in sorted(set(nodes) - set(self.nodes)):
+                logger.info('beat: worker %s joined: its copies of the "*" entries start', node)
+            for node in sorted(set(self.nodes) - set(nodes)):
+                logger.info('beat: worker %s left: its copies of the "*" entries stop', node)
         self.nodes = nodes
-        plain: dict[str, Any] = {}
-        left: set[str] = set()
+        result = Expansion()
         for name, definition in self.every_worker.items():
             subs = fan_out(name, definition, nodes)
-            left |= self.subs.get(name, set()) - set(subs)
+            result.gone |= self.subs.get(name, set()) - set(subs)
             self.subs[name] = set(subs)
-            plain.update(subs)
-        return plain, left
+            result.plain.update(subs)
+        return result

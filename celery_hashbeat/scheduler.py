@@ -25,7 +25,13 @@ from celery_hashbeat.entries import Entry, EntryError, SharedSlots, build_entry,
 from celery_hashbeat.fanout import FanOut, WorkerCensus
 from celery_hashbeat.lease import Lease, new_token
 from celery_hashbeat.messages import send_slot, slot_iso, slot_task_id
-from celery_hashbeat.overlap import WAIT_POLL_MS, OverlapLog, run_guard
+from celery_hashbeat.overlap import (
+    WAIT_POLL_MS,
+    Overlaps,
+    Verdict,
+    run_guard,
+    warn_unreachable_leases,
+)
 from celery_hashbeat.publishing import TRANSIENT_ERRORS, Batch, Outcome, Settled
 from celery_hashbeat.settings import ConfigurationExit, Settings
 from celery_hashbeat.slots import ScheduleEnded, ScheduleTooSlow
@@ -34,7 +40,7 @@ from celery_hashbeat.store import open_store
 from celery_hashbeat.store.base import StoreConfigError, StoreUnavailable
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Iterable, Mapping
 
     from celery import Celery
     from celery.beat import ScheduleEntry
@@ -89,9 +95,7 @@ class Scheduler(beat.Scheduler):
         self._unplanned: set[str] = set()
         self._fanout = FanOut()
         self._census = WorkerCensus(app, self.settings.workers_refresh)
-        self._overlaps = OverlapLog()
-        #: Entry -> the task its slot being sent replaces (``overlap="replace"``), to revoke.
-        self._replacing: dict[str, str] = {}
+        self._overlaps = Overlaps()
         #: A publish waiting longer than this for the broker is left behind (seconds).
         self.publish_timeout = max(self.settings.lease_ttl, PUBLISH_TIMEOUT)
         filename = kwargs.get("schedule_filename")
@@ -128,6 +132,7 @@ class Scheduler(beat.Scheduler):
         self._lease.schedule_digest = schedule_digest(
             entry for entry in self.entries.values() if not dynamic(entry.name)
         )
+        warn_unreachable_leases(self.entries.values(), self.settings.store_url)
         if self._fanout.subs and not self.app.conf.worker_direct:
             logger.warning(
                 "beat: entries with 'workers' are sent to each worker's direct queue, which "
@@ -142,8 +147,7 @@ class Scheduler(beat.Scheduler):
     def merge_inplace(self, b: Mapping[str, Any]) -> None:
         self._fanout.drop([name for name in self._fanout.subs if name not in b])
         plain = self._expand(b)
-        for name in [name for name in self.entries if name not in plain]:
-            self.entries.pop(name).active = False
+        self._deactivate([name for name in self.entries if name not in plain])
         self.broken.intersection_update({*plain, *b})
         self._update(plain)
 
@@ -153,19 +157,20 @@ class Scheduler(beat.Scheduler):
 
     def _expand(self, schedule: Mapping[str, Any]) -> dict[str, Any]:
         """``schedule`` with each fanned-out entry replaced by its sub-entries (DESIGN.md §11);
-        one that cannot be fanned out is logged by name and skipped, its old sub-entries
-        dropped."""
-        before = {name: set(subs) for name, subs in self._fanout.subs.items() if name in schedule}
-        plain, broken = self._fanout.expand(schedule)
-        for name, error in broken.items():
+        one that cannot be fanned out is logged by name and skipped."""
+        expansion = self._fanout.expand(schedule)
+        for name, error in expansion.broken.items():
             logger.error("beat: skipping %s", error)
             self.broken.add(name)
-        for name, subs in before.items():
-            for gone in subs - self._fanout.subs.get(name, set()):
-                old = self.entries.pop(gone, None)
-                if old is not None:
-                    old.active = False
-        return plain
+        self._deactivate(expansion.gone)
+        return expansion.plain
+
+    def _deactivate(self, names: Iterable[str]) -> None:
+        """Take entries out of the schedule; their places in the queue are skipped."""
+        for name in names:
+            old = self.entries.pop(name, None)
+            if old is not None:
+                old.active = False
 
     def _update(self, dict_: Mapping[str, Any]) -> None:
         now = self.now_ms()
@@ -175,9 +180,7 @@ class Scheduler(beat.Scheduler):
             except EntryError as exc:
                 logger.error("beat: skipping %s", exc)
                 self.broken.add(name)
-                old = self.entries.pop(name, None)
-                if old is not None:
-                    old.active = False
+                self._deactivate([name])
                 continue
             self.broken.discard(name)
             current = self.entries.get(name)
@@ -278,7 +281,7 @@ class Scheduler(beat.Scheduler):
             if self._fanout.every_worker:
                 roster = store.roster()
                 if roster is not None and roster.nodes != self._fanout.nodes:
-                    self._regroup(roster.nodes, now)
+                    self._regroup(roster.nodes)
                 self._census.due_now()
             fences = store.fences()
             gone = [name for name in fences if name not in self.entries and name not in self.broken]
@@ -316,29 +319,19 @@ class Scheduler(beat.Scheduler):
         except Exception as exc:
             self._lease.failed(exc, time.monotonic())
             return
-        self._regroup(nodes, self.now_ms())
+        self._regroup(nodes)
 
-    def _regroup(self, nodes: tuple[str, ...], now: int) -> None:
+    def _regroup(self, nodes: tuple[str, ...]) -> None:
         """Fan the ``"*"`` entries out to ``nodes``: a worker that joined starts at its next
-        slot, one that left gets no more runs (and its fences go, so a return starts afresh).
-        One log line per worker."""
-        known = set(self._fanout.nodes or ())
-        if self._fanout.nodes is not None:
-            for node in sorted(set(nodes) - known):
-                logger.info('beat: worker %s joined: its copies of the "*" entries start', node)
-            for node in sorted(known - set(nodes)):
-                logger.info('beat: worker %s left: its copies of the "*" entries stop', node)
-        plain, left = self._fanout.regroup(nodes)
-        for name in left:
-            old = self.entries.pop(name, None)
-            if old is not None:
-                old.active = False
-        if left and self._lease.leader and self._store is not None:
+        slot, one that left gets no more runs (and its fences go, so a return starts afresh)."""
+        expansion = self._fanout.regroup(nodes)
+        self._deactivate(expansion.gone)
+        if expansion.gone and self._lease.leader and self._store is not None:
             try:
-                self._store.forget(self.token, left)
+                self._store.forget(self.token, expansion.gone)
             except Exception as exc:
                 self._lease.failed(exc, time.monotonic())
-        self._update(plain)
+        self._update(expansion.plain)
 
     def _resume(self, entry: Entry, fence: Fence | None, now: int) -> None:
         """Plan ``entry`` from its fence; a slot this beat claimed and never sent is sent now
@@ -443,22 +436,15 @@ class Scheduler(beat.Scheduler):
             return
         mine: list[tuple[Entry, int]] = []
         for entry in batch:
-            slot, holder = cast(int, entry.slot), claimed.held.get(entry.name)
-            if holder is not None and entry.overlap == "buffer_one":
-                self._overlaps.wait(entry, slot, holder)
-                heappush(self._queue, (now + WAIT_POLL_MS, entry.order, entry))
-                continue
-            if entry.name in claimed and (holder is None or entry.overlap == "replace"):
-                self._overlaps.ran(entry, slot)
-                if holder is not None:
-                    self._replacing[entry.name] = holder
+            slot = cast(int, entry.slot)
+            verdict = self._overlaps.verdict(entry, slot, claimed)
+            if verdict is Verdict.SEND:
                 mine.append((entry, slot))
-                continue
-            if holder is not None:
-                self._overlaps.skipped(entry, slot, holder)
-            # Skipped, or a later slot is fenced already: move on.
-            self._plan(entry, now, entry.advance, slot, now)
-            heappush(self._queue, self._item(entry, now))
+            elif verdict is Verdict.WAIT:
+                heappush(self._queue, (now + WAIT_POLL_MS, entry.order, entry))
+            else:
+                self._plan(entry, now, entry.advance, slot, now)
+                heappush(self._queue, self._item(entry, now))
         self._owed.update((entry.name, slot) for entry, slot in mine)
         if mine:
             self._settle(store, self._publish_batch(mine), now)
@@ -584,7 +570,7 @@ class Scheduler(beat.Scheduler):
 
     def _send_slot(self, entry: Entry, slot: int) -> None:
         when = slot_iso(slot)
-        replaced = self._replacing.pop(entry.name, None)
+        replaced = self._overlaps.replacing.get(entry.name)
         if replaced is not None:
             logger.info(
                 "beat: %s slot %s replaces its run %s: revoking it", entry.name, when, replaced
@@ -592,6 +578,8 @@ class Scheduler(beat.Scheduler):
             self.app.control.revoke(replaced, terminate=True, connection=self.connection)
         logger.info("Scheduler: Sending due task %s (%s) slot %s", entry.name, entry.task, when)
         self.send(entry, slot_task_id(entry.name, slot), when)
+        # Kept until the slot went out: a slot given back and sent again revokes again.
+        self._overlaps.replacing.pop(entry.name, None)
 
     @cached_property
     def transient_errors(self) -> tuple[type[BaseException], ...]:

@@ -152,8 +152,9 @@ def build_entries(app: Celery, now: int, nodes: tuple[str, ...] | None = None) -
     shared = SharedSlots(app)
     fanout = FanOut()
     fanout.nodes = nodes
-    plain, broken = fanout.expand(definitions)
-    built = Built(errors={name: error.splitlines()[0] for name, error in broken.items()})
+    expansion = fanout.expand(definitions)
+    plain = expansion.plain
+    built = Built(errors={name: error.splitlines()[0] for name, error in expansion.broken.items()})
     built.every_worker = set(fanout.every_worker)
     for parent in fanout.subs:
         listed = fanned_nodes(parent, definitions[parent])  # checked by expand: it raises not
