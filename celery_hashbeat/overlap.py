@@ -9,14 +9,17 @@ logged once per run of skips rather than once per slot.
 
 from __future__ import annotations
 
+from enum import Enum
 from typing import TYPE_CHECKING
 
 from celery.utils.log import get_logger
 
 from celery_hashbeat.messages import slot_iso, slot_task_id
-from celery_hashbeat.store.base import RunGuard
+from celery_hashbeat.store.base import Claimed, RunGuard
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from celery_hashbeat.entries import Entry
 
 logger = get_logger(__name__)
@@ -32,17 +35,63 @@ def run_guard(entry: Entry, slot: int) -> RunGuard | None:
     return RunGuard(entry.overlap, slot_task_id(entry.name, slot), entry.run_ttl_ms)
 
 
-class OverlapLog:
-    """Slots not sent because a run was still going, per entry: counted always, logged when a
-    run of them starts and when the entry runs again."""
+class Verdict(Enum):
+    """What the beat does with a due slot once the claim has answered."""
+
+    SEND = "send"
+    #: ``buffer_one`` while the previous run holds the lease: ask again in WAIT_POLL_MS.
+    WAIT = "wait"
+    #: Skipped, or a later slot is fenced already: plan the entry's next slot.
+    MOVE_ON = "move on"
+
+
+def warn_unreachable_leases(entries: Iterable[Entry], store_url: str) -> None:
+    """Say once, at start, when the workers of guarded entries may not reach the run leases:
+    an SQLite store is a file on the beat's host."""
+    guarded = sorted(entry.name for entry in entries if entry.run_ttl_ms)
+    if guarded and store_url.startswith("sqlite:"):
+        logger.warning(
+            "beat: %d entr%s with an overlap guard (%s) keep their run leases in the SQLite "
+            "store %s, which only workers on this host can reach; a worker on another host "
+            "leaves each lease to lapse after hashbeat_running_ttl, so its runs may overlap: "
+            "use a Redis store (hashbeat_store_url) shared by beats and workers",
+            len(guarded),
+            "y" if len(guarded) == 1 else "ies",
+            ", ".join(guarded[:5]) + (", ..." if len(guarded) > 5 else ""),
+            store_url,
+        )
+
+
+class Overlaps:
+    """The overlap guard's decisions and what they leave behind: the task a ``replace`` slot
+    revokes, and the slots not sent because a run was still going, counted always and logged
+    when a run of them starts and when the entry runs again."""
 
     def __init__(self) -> None:
+        #: Entry -> the task the slot now being sent replaces, to revoke before sending it.
+        self.replacing: dict[str, str] = {}
         #: Entry -> slots skipped since it last ran.
         self.skipping: dict[str, int] = {}
         #: Entry -> slots skipped since this beat started.
         self.skipped_total: dict[str, int] = {}
         #: Entry -> the slot waiting for the previous run to end (``buffer_one``).
         self.waiting: dict[str, int] = {}
+
+    def verdict(self, entry: Entry, slot: int, claimed: Claimed) -> Verdict:
+        """What becomes of ``entry``'s due ``slot``, by the claim's answer and the entry's
+        ``overlap``."""
+        holder = claimed.held.get(entry.name)
+        if holder is not None and entry.overlap == "buffer_one":
+            self.wait(entry, slot, holder)
+            return Verdict.WAIT
+        if entry.name in claimed and (holder is None or entry.overlap == "replace"):
+            self.ran(entry, slot)
+            if holder is not None:
+                self.replacing[entry.name] = holder
+            return Verdict.SEND
+        if holder is not None:
+            self.skipped(entry, slot, holder)
+        return Verdict.MOVE_ON
 
     def skipped(self, entry: Entry, slot: int, holder: str) -> None:
         self._count(entry.name)
