@@ -51,7 +51,7 @@ def warn_unreachable_leases(entries: Iterable[Entry], store_url: str) -> None:
     guarded = sorted(entry.name for entry in entries if entry.run_ttl_ms)
     if guarded and store_url.startswith("sqlite:"):
         logger.warning(
-            "beat: %d entr%s with an overlap guard (%s) keep their run leases in the SQLite "
+            "beat: %d entr%s with an overlap guard (%s): their run leases are in the SQLite "
             "store %s, which only workers on this host can reach; a worker on another host "
             "leaves each lease to lapse after hashbeat_running_ttl, so its runs may overlap: "
             "use a Redis store (hashbeat_store_url) shared by beats and workers",
