@@ -25,29 +25,39 @@ def parse(
     *,
     tz: str | tzinfo | None = None,
     day_and: bool = False,
+    offsets: tuple[int, ...] | None = None,
 ) -> CronExpr:
-    """Parse a hash-cron expression. ``key`` seeds its ``H`` terms; ``tz`` defaults to UTC."""
+    """Parse a hash-cron expression. ``key`` seeds its ``H`` terms, unless ``offsets`` (from
+    ``expr.balance.assign``) gives them; ``tz`` defaults to UTC."""
     if not isinstance(expression, str):
         raise CronSyntaxError(
             f"a cron expression must be a string, not {type(expression).__name__}"
         )
-    parsed = resolver_for(expression).resolve(key, day_and)
-    return CronExpr(parsed, expression, key, load_zone(tz), day_and)
+    parsed = resolver_for(expression).resolve(key, day_and, offsets)
+    return CronExpr(parsed, expression, key, load_zone(tz), day_and, offsets)
 
 
 class CronExpr:
     """A parsed expression bound to its key and time zone."""
 
-    __slots__ = ("_parsed", "_timing", "day_and", "key", "text", "tz")
+    __slots__ = ("_parsed", "_timing", "day_and", "key", "offsets", "text", "tz")
 
     def __init__(
-        self, parsed: Parsed, text: str, key: Key | None, tz: tzinfo, day_and: bool
+        self,
+        parsed: Parsed,
+        text: str,
+        key: Key | None,
+        tz: tzinfo,
+        day_and: bool,
+        offsets: tuple[int, ...] | None = None,
     ) -> None:
         self._parsed = parsed
         self.text = text
         self.key = key
         self.tz = tz
         self.day_and = day_and
+        #: The balancer's offsets of the hash terms, or None when the key's hash gave them.
+        self.offsets = offsets
         self._timing = timing_for(parsed.wall, zone_for(tz), parsed.fixed_time)
 
     @property

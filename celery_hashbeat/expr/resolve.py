@@ -7,8 +7,10 @@ resolved text: a hundred thousand keys of ``H * * * *`` share sixty resolved exp
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import cast
 
 from .days import can_ever_fire
 from .errors import CronSyntaxError
@@ -52,11 +54,16 @@ class Resolver:
         self._interned: dict[tuple[str, bool], Parsed] = {}
         self._needs_key = template.first_hash is not None
 
-    def resolve(self, key: Key | None, day_and: bool) -> Parsed:
-        """Draw the hash terms for ``key``; raises CronSyntaxError if one is needed and missing."""
-        if key is None and self._needs_key:
+    def resolve(
+        self, key: Key | None, day_and: bool, offsets: tuple[int, ...] | None = None
+    ) -> Parsed:
+        """Draw the hash terms for ``key``, or take them from ``offsets`` (one per hash term,
+        left to right, each counted from the term's low end: the balancer's choice); raises
+        CronSyntaxError if a key is needed and missing."""
+        if key is None and offsets is None and self._needs_key:
             _missing_key(self.template)
-        drawn = [_draw_field(written, key) for written in self.template.fields]
+        given = None if offsets is None else iter(offsets)
+        drawn = [_draw_field(written, key, given) for written in self.template.fields]
         text = " ".join(text for _, text in drawn)
         found = self._interned.get((text, day_and))
         if found is None:
@@ -96,15 +103,21 @@ class Resolver:
         return Parsed(text, self._six, self._fixed_time, day_and, resolved, WallClock(resolved))
 
 
-def _draw_field(written: FieldTemplate, key: Key | None) -> tuple[frozenset[int], str]:
-    """The field's values and resolved text for ``key``."""
-    if key is None or not written.hashes:
+def _draw_field(
+    written: FieldTemplate, key: Key | None, given: Iterator[int] | None
+) -> tuple[frozenset[int], str]:
+    """The field's values and resolved text for ``key``, or for the ``given`` offsets."""
+    if (key is None and given is None) or not written.hashes:
         return written.values, written.plain_text
     values = set(written.values)
     parts = []
     for part in written.parts:
         if isinstance(part, HashTerm):
-            drawn = _draw(part, written.field, key)
+            drawn = (
+                _draw(part, written.field, cast(Key, key))
+                if given is None
+                else _place(part, next(given))
+            )
             values.update(drawn)
             parts.append(_render(drawn, part.step))
         else:
@@ -119,6 +132,12 @@ def _draw(term: HashTerm, field_: Field, key: Key) -> range:
         return range(first, term.high + 1, term.step)
     value = pick(key, field_.seed_name, term.occurrence, term.low, term.high - term.low + 1)
     return range(value, value + 1)
+
+
+def _place(term: HashTerm, offset: int) -> range:
+    """The values of ``term`` at ``offset`` from its low end (a start, for a stepped term)."""
+    first = term.low + offset
+    return range(first, term.high + 1, term.step) if term.step else range(first, first + 1)
 
 
 def _render(values: range, step: int) -> str:
