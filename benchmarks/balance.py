@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from celery_hashbeat.expr.balance import Term, assign, seeded, terms_of  # noqa: E402
+from celery_hashbeat.expr.balance import Term, assign, seeded, terms_of
 
 SHAPES = {"minute": "H * * * *", "hour": "0 H * * *", "second": "H * * * * *"}
 SIZES = (10, 60, 100, 1_000, 10_000)
