@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Mapping
 from urllib.parse import parse_qsl
 
-from .base import Roster, RunGuard, StoreConfigError
+from .base import RunGuard, StoreConfigError
 
 SETTING = "hashbeat_store_url"
 
@@ -72,25 +71,6 @@ def check_guard(guard: RunGuard) -> RunGuard:
     if guard.mode not in GUARD_MODES or not guard.task_id:
         raise ValueError(f"a run guard needs a mode in {GUARD_MODES} and a task id, not {guard!r}")
     return guard
-
-
-def format_roster(nodes: Iterable[str], resolved_ms: int) -> str:
-    """The stored form of a roster: ``<resolved ms>|<JSON list of nodes>``, sorted."""
-    return f"{int(resolved_ms)}|{json.dumps(sorted(set(nodes)))}"
-
-
-def parse_roster(value: str) -> Roster | None:
-    """A stored roster, or None if it does not parse (the next resolution overwrites it)."""
-    resolved, _, text = value.partition("|")
-    try:
-        nodes = json.loads(text)
-    except ValueError:
-        return None
-    if not resolved.isdigit() or not isinstance(nodes, list):
-        return None
-    if not all(isinstance(node, str) for node in nodes):
-        return None
-    return Roster(tuple(nodes), int(resolved))
 
 
 class Options:

@@ -25,6 +25,7 @@ worker nodes the leader last found alive, so that every beat fans entries out al
 from __future__ import annotations
 
 import abc
+import json
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -99,6 +100,25 @@ class Roster:
 
     nodes: tuple[str, ...]
     resolved_ms: int
+
+
+def format_roster(nodes: Iterable[str], resolved_ms: int) -> str:
+    """The stored form of a roster: ``<resolved ms>|<JSON list of nodes>``, sorted."""
+    return f"{int(resolved_ms)}|{json.dumps(sorted(set(nodes)))}"
+
+
+def parse_roster(value: str) -> Roster | None:
+    """A stored roster, or None if it does not parse (the next resolution overwrites it)."""
+    resolved, _, text = value.partition("|")
+    try:
+        nodes = json.loads(text)
+    except ValueError:
+        return None
+    if not resolved.isdigit() or not isinstance(nodes, list):
+        return None
+    if not all(isinstance(node, str) for node in nodes):
+        return None
+    return Roster(tuple(nodes), int(resolved))
 
 
 @dataclass(frozen=True)
@@ -256,12 +276,22 @@ class Store(abc.ABC):
         """The live run leases of ``entries`` (all when None): entry -> task id."""
 
     @abc.abstractmethod
-    def roster(self) -> Roster | None:
-        """The worker nodes last recorded by a leader, or None if none ever was."""
+    def shared(self, name: str) -> str | None:
+        """The document ``name`` that a leader keeps for every beat (``roster``, ``balance``),
+        or None if none was ever written."""
 
     @abc.abstractmethod
+    def share(self, token: str, name: str, value: str) -> bool:
+        """Write the document ``name``, only while ``token`` holds the lease. True if it did."""
+
+    def roster(self) -> Roster | None:
+        """The worker nodes last recorded by a leader, or None (never, or unreadable)."""
+        value = self.shared("roster")
+        return None if value is None else parse_roster(value)
+
     def set_roster(self, token: str, nodes: Iterable[str], resolved_ms: int) -> bool:
         """Record the live worker nodes, only while ``token`` holds the lease. True if it did."""
+        return self.share(token, "roster", format_roster(nodes, resolved_ms))
 
     @abc.abstractmethod
     def heartbeat(self, token: str, role: str, ttl_ms: int, schedule_digest: str = "") -> None:

@@ -9,7 +9,8 @@ may touch them together:
 - ``{p}:beats``: a hash, beat token -> ``role|last_seen_ms|expires_ms|d<schedule digest>`` in the
   server's clock;
 - ``{p}:running:<entry>``: the entry's run lease, the task id, with the run TTL as its expiry;
-- ``{p}:roster``: ``<resolved ms>|<JSON list of worker nodes>``.
+- ``{p}:roster``: ``<resolved ms>|<JSON list of worker nodes>``;
+- ``{p}:balance``: the leader's balanced assignment, JSON (DESIGN.md §16).
 """
 
 from __future__ import annotations
@@ -36,16 +37,13 @@ from ._util import (
     check_token,
     check_ttl,
     config_error,
-    format_roster,
     mask_url,
-    parse_roster,
 )
 from .base import (
     BeatInfo,
     Claimed,
     Fence,
     LeaseInfo,
-    Roster,
     RunGuard,
     Store,
     StoreAuthError,
@@ -247,8 +245,8 @@ end
 return 0
 """
 
-# Records the roster only while the caller's token holds the lease.
-SET_ROSTER_SCRIPT = """
+# Writes a shared document (the roster, the balance) only while the caller's token holds the lease.
+SHARE_SCRIPT = """
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return 0
 end
@@ -303,7 +301,7 @@ class RedisStore(Store):
         self._fired = f"{{{prefix}}}:fired"
         self._beats = f"{{{prefix}}}:beats"
         self._running = f"{{{prefix}}}:running:"
-        self._roster = f"{{{prefix}}}:roster"
+        self._shared = f"{{{prefix}}}:"
         self._sentinel, self._client, self._secret = _connect(url, options)
         self._renew = self._client.register_script(RENEW_SCRIPT)
         self._release = self._client.register_script(RELEASE_SCRIPT)
@@ -315,7 +313,7 @@ class RedisStore(Store):
         self._hold_run = self._client.register_script(HOLD_RUN_SCRIPT)
         self._renew_runs = self._client.register_script(RENEW_RUNS_SCRIPT)
         self._release_run = self._client.register_script(RELEASE_RUN_SCRIPT)
-        self._set_roster = self._client.register_script(SET_ROSTER_SCRIPT)
+        self._share = self._client.register_script(SHARE_SCRIPT)
 
     def acquire(self, token: str, ttl_ms: int) -> bool:
         check_ttl(ttl_ms)
@@ -439,15 +437,14 @@ class RedisStore(Store):
             values = self._client.mget(keys) if keys else []
         return {name: value for name, value in zip(names, values, strict=True) if value is not None}
 
-    def roster(self) -> Roster | None:
+    def shared(self, name: str) -> str | None:
         with self._talking():
-            value = self._client.get(self._roster)
-        return None if value is None else parse_roster(value)
+            value: str | None = self._client.get(self._shared + name)
+        return value
 
-    def set_roster(self, token: str, nodes: Iterable[str], resolved_ms: int) -> bool:
-        value = format_roster(nodes, resolved_ms)
+    def share(self, token: str, name: str, value: str) -> bool:
         with self._talking():
-            return bool(self._set_roster(keys=[self._leader, self._roster], args=[token, value]))
+            return bool(self._share(keys=[self._leader, self._shared + name], args=[token, value]))
 
     def heartbeat(self, token: str, role: str, ttl_ms: int, schedule_digest: str = "") -> None:
         check_ttl(ttl_ms)

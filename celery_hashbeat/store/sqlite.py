@@ -32,10 +32,8 @@ from ._util import (
     check_token,
     check_ttl,
     config_error,
-    format_roster,
-    parse_roster,
 )
-from .base import BeatInfo, Claimed, Fence, LeaseInfo, Roster, RunGuard, Store, StoreUnavailable
+from .base import BeatInfo, Claimed, Fence, LeaseInfo, RunGuard, Store, StoreUnavailable
 
 # expires_ms is on the monotonic clock of the boot named by boot (see the module's docstring).
 SCHEMA = (
@@ -52,7 +50,8 @@ SCHEMA = (
     "CREATE TABLE IF NOT EXISTS hashbeat_running (prefix TEXT NOT NULL, entry TEXT NOT NULL,"
     " task_id TEXT NOT NULL, expires_ms INTEGER NOT NULL, boot TEXT NOT NULL, ttl_ms INTEGER"
     " NOT NULL, PRIMARY KEY (prefix, entry)) WITHOUT ROWID",
-    "CREATE TABLE IF NOT EXISTS hashbeat_roster (prefix TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS hashbeat_shared (prefix TEXT NOT NULL, name TEXT NOT NULL,"
+    " value TEXT NOT NULL, PRIMARY KEY (prefix, name)) WITHOUT ROWID",
 )
 
 #: Columns added since schema 1 (release 0.1), added in place to an older file; its fences read
@@ -423,21 +422,21 @@ class SQLiteStore(Store):
         with self._tx(write=False) as db:
             return self._holders(db, None if entries is None else list(entries))
 
-    def roster(self) -> Roster | None:
+    def shared(self, name: str) -> str | None:
         with self._tx(write=False) as db:
             row = db.execute(
-                "SELECT value FROM hashbeat_roster WHERE prefix = ?", (self._prefix,)
+                "SELECT value FROM hashbeat_shared WHERE prefix = ? AND name = ?",
+                (self._prefix, name),
             ).fetchone()
-        return None if row is None else parse_roster(row[0])
+        return None if row is None else str(row[0])
 
-    def set_roster(self, token: str, nodes: Iterable[str], resolved_ms: int) -> bool:
-        value = format_roster(nodes, resolved_ms)
+    def share(self, token: str, name: str, value: str) -> bool:
         with self._tx() as db:
             if not self._holds(db, token):
                 return False
             db.execute(
-                "INSERT OR REPLACE INTO hashbeat_roster (prefix, value) VALUES (?, ?)",
-                (self._prefix, value),
+                "INSERT OR REPLACE INTO hashbeat_shared (prefix, name, value) VALUES (?, ?, ?)",
+                (self._prefix, name, value),
             )
             return True
 

@@ -1,4 +1,5 @@
-"""Run leases and the worker roster (DESIGN.md §11-12), against both stores."""
+"""Run leases, the worker roster and shared documents (DESIGN.md §11-12, §16), against both
+stores."""
 
 from __future__ import annotations
 
@@ -126,3 +127,23 @@ def test_a_bad_guard_is_the_callers_bug(leader: Store) -> None:
         leader.claim("a", slots(x=1), {"x": RunGuard("allow", "t", LONG)})
     with pytest.raises(ValueError, match="TTL"):
         leader.claim("a", slots(x=1), {"x": RunGuard("skip", "t", 0)})
+
+
+def test_shared_documents_are_written_under_the_lease_and_kept_apart(
+    connect: Callable[..., Store],
+) -> None:
+    first, second = connect(), connect()
+    assert first.shared("balance") is None
+    assert first.acquire("a", LONG)
+    assert not second.share("b", "balance", '{"x": [1]}')
+    assert first.share("a", "balance", '{"x": [2]}')
+    assert first.set_roster("a", ["celery@w1"], 3)
+    assert second.shared("balance") == '{"x": [2]}'
+    assert second.roster() == Roster(("celery@w1",), 3)
+
+
+def test_an_unreadable_roster_reads_as_none(connect: Callable[..., Store]) -> None:
+    store = connect()
+    assert store.acquire("a", LONG)
+    assert store.share("a", "roster", "not a roster")
+    assert store.roster() is None
