@@ -298,7 +298,9 @@ class SharedSlots:
     def _identity(self, given: Any, relative: bool) -> tuple[Hashable, ...]:
         zone = str(self.app.timezone)
         if isinstance(given, hashcron):
-            return ("hashcron", given.expr, given.key, str(given.zone or zone), given.day_and)
+            cron = ("hashcron", given.expr, given.key, str(given.zone or zone), given.day_and)
+            # A balanced entry's slots follow its assignment: a move is a changed schedule.
+            return cron if given.offsets is None else (*cron, given.offsets)
         if isinstance(given, hashinterval):
             return ("hashinterval", given.every, given.key)
         if isinstance(given, int | float) and not isinstance(given, bool):
@@ -335,21 +337,29 @@ def derived_identity(schedule_: BaseSchedule) -> Hashable | None:
     return None
 
 
-def build_entry(
-    name: str, definition: Any, settings: Settings, shared: SharedSlots, now: int
-) -> Entry:
-    """An Entry from a beat_schedule value (a dict, or a ScheduleEntry), checked by computing its
-    first slot, so a definition that cannot run fails here, naming the entry."""
+def as_definition(definition: Any) -> Mapping[str, Any] | None:
+    """A beat_schedule value as a mapping (a ScheduleEntry as the dict it stands for); None for
+    anything else."""
     if isinstance(definition, ScheduleEntry):
-        definition = {
+        return {
             "task": definition.task,
             "schedule": definition.schedule,
             "args": definition.args,
             "kwargs": definition.kwargs,
             "options": definition.options,
         }
-    if not isinstance(definition, Mapping):
-        raise EntryError(f"entry {name!r}: expected a dict, not {type(definition).__name__}")
+    return definition if isinstance(definition, Mapping) else None
+
+
+def build_entry(
+    name: str, definition: Any, settings: Settings, shared: SharedSlots, now: int
+) -> Entry:
+    """An Entry from a beat_schedule value (a dict, or a ScheduleEntry), checked by computing its
+    first slot, so a definition that cannot run fails here, naming the entry."""
+    given = definition
+    definition = as_definition(given)
+    if definition is None:
+        raise EntryError(f"entry {name!r}: expected a dict, not {type(given).__name__}")
     unknown = sorted(set(definition) - KNOWN_KEYS)
     if unknown:
         raise EntryError(f"entry {name!r}: unknown keys {unknown}; known: {sorted(KNOWN_KEYS)}")

@@ -203,6 +203,10 @@ class FanOut:
         for name in names:
             self._forget(name)
 
+    def parent_of(self, name: str) -> str | None:
+        """The fanned entry that ``name`` is a copy of, or None for any other entry."""
+        return next((parent for parent, subs in self.subs.items() if name in subs), None)
+
     def is_dynamic(self, name: str) -> bool:
         """Whether entry ``name`` is a sub-entry that comes and goes with the live workers."""
         return any(name in self.subs.get(parent, ()) for parent in self.every_worker)

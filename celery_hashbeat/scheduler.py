@@ -21,6 +21,7 @@ from celery.utils.log import get_logger
 from kombu.utils.url import maybe_sanitize_url
 
 from celery_hashbeat.background import Abandoned, Guarded, Runner
+from celery_hashbeat.balancing import Balancer
 from celery_hashbeat.entries import Entry, EntryError, SharedSlots, build_entry, schedule_digest
 from celery_hashbeat.fanout import FanOut, WorkerCensus
 from celery_hashbeat.lease import Lease, new_token
@@ -94,6 +95,9 @@ class Scheduler(beat.Scheduler):
         #: Entries whose schedule failed to plan, so the traceback is logged once only.
         self._unplanned: set[str] = set()
         self._fanout = FanOut()
+        #: The balancer's version last kept in the store by this beat as leader.
+        self._balance_shared = -1
+        self._balancer = Balancer(self.settings.balance, str(app.timezone), self._fanout.parent_of)
         self._census = WorkerCensus(app, self.settings.workers_refresh)
         self._overlaps = Overlaps()
         #: A publish waiting longer than this for the broker is left behind (seconds).
@@ -166,21 +170,27 @@ class Scheduler(beat.Scheduler):
         return expansion.plain
 
     def _deactivate(self, names: Iterable[str]) -> None:
-        """Take entries out of the schedule; their places in the queue are skipped."""
+        """Take entries out of the schedule; their places in the queue are skipped. Balanced
+        entries whose values move with their departure are built again."""
+        names = list(names)
         for name in names:
             old = self.entries.pop(name, None)
             if old is not None:
                 old.active = False
+        moved = self._balancer.drop(names)
+        if moved:
+            self._update(moved)
 
     def _update(self, dict_: Mapping[str, Any]) -> None:
         now = self.now_ms()
-        for name, definition in dict_.items():
+        failed = []
+        for name, definition in self._balancer.take(dict_).items():
             try:
                 entry = build_entry(name, definition, self.settings, self._shared, now)
             except EntryError as exc:
                 logger.error("beat: skipping %s", exc)
                 self.broken.add(name)
-                self._deactivate([name])
+                failed.append(name)
                 continue
             self.broken.discard(name)
             current = self.entries.get(name)
@@ -191,6 +201,8 @@ class Scheduler(beat.Scheduler):
             self.entries[name] = entry
             if self._lease.leader:
                 self._anchor(entry, now)
+        if failed:
+            self._deactivate(failed)
 
     def add(self, **kwargs: Any) -> ScheduleEntry:
         name = kwargs.pop("name")
@@ -249,6 +261,8 @@ class Scheduler(beat.Scheduler):
         queue = self._queue
         if lease.leader and self._fanout.every_worker:
             self._take_census()
+        if lease.leader and self._balance_shared != self._balancer.version:
+            self._share_balance()
         if lease.leader and queue and queue[0][0] <= self.now_ms():
             self._dispatch(self.now_ms())
         wait = lease.due - time.monotonic()
@@ -277,6 +291,7 @@ class Scheduler(beat.Scheduler):
         never caught up into the past.
         """
         now = self.now_ms()
+        self._balance_shared = -1  # a new leader's assignment wins (DESIGN.md §16)
         try:
             if self._fanout.every_worker:
                 roster = store.roster()
@@ -304,6 +319,18 @@ class Scheduler(beat.Scheduler):
         self._queue = queue
         self._owed.clear()
         logger.debug("beat: leading %d entries (%d forgotten)", len(queue), len(gone))
+
+    def _share_balance(self) -> None:
+        """As leader, keep the balanced assignment in the store, where every beat and the
+        ``hashbeat`` commands read the values in use."""
+        store = self._store
+        assert store is not None
+        version = self._balancer.version
+        try:
+            if store.share(self.token, "balance", self._balancer.stored_form()):
+                self._balance_shared = version
+        except Exception as exc:
+            self._lease.failed(exc, time.monotonic())
 
     def _take_census(self) -> None:
         """As leader, ask which workers are alive (at most once per refresh, off this thread);

@@ -99,7 +99,9 @@ class hashcron(HashSchedule):  # noqa: N801 - named like Celery's crontab
     """A cron expression whose ``H`` terms are drawn from the key (DESIGN.md §2-§3).
 
     ``tz`` (a zone name or tzinfo) defaults to the app's timezone; ``day_and=True`` asks a day to
-    match both day fields, as Celery's crontab does.
+    match both day fields, as Celery's crontab does. ``balanced=True`` (or the setting
+    ``hashbeat_balance`` while ``balanced`` is None) lets celery_hashbeat.Scheduler choose the
+    hash terms so that entries of the same shape spread evenly (DESIGN.md §16).
     """
 
     def __init__(
@@ -109,6 +111,7 @@ class hashcron(HashSchedule):  # noqa: N801 - named like Celery's crontab
         tz: str | tzinfo | None = None,
         day_and: bool = False,
         app: Celery | None = None,
+        balanced: bool | None = None,
         *,
         nowfun: Callable[[], datetime] | None = None,
     ) -> None:
@@ -116,32 +119,45 @@ class hashcron(HashSchedule):  # noqa: N801 - named like Celery's crontab
         self.expr = expr
         self.zone = tz
         self.day_and = day_and
+        self.balanced = balanced
+        #: The balancer's choice of hash terms (expr.balance), set by the Scheduler; None: hash.
+        self.offsets: tuple[int, ...] | None = None
+
+    def placed(self, offsets: tuple[int, ...]) -> hashcron:
+        """This schedule with its hash terms at ``offsets`` (the balancer's assignment)."""
+        clone = copy.copy(self)
+        clone.offsets = offsets
+        clone._own = None
+        return clone
 
     def compile(self, default_key: Key | None = None, default_zone: Any = None) -> CronExpr:
         """The parsed expression, keyed by this schedule's key, else by ``default_key``, in this
         schedule's zone, else ``default_zone`` (the scheduler's app's), else its own app's."""
         key = self.key if self.key is not None else default_key
         zone = self.zone if self.zone is not None else default_zone or self.app.timezone
-        return parse(self.expr, key, tz=zone, day_and=self.day_and)
+        return parse(self.expr, key, tz=zone, day_and=self.day_and, offsets=self.offsets)
 
     def slots(self, default_key: Key | None = None) -> CronSlots:
         return CronSlots(self.compile(default_key))
 
     def _identity(self) -> tuple[Any, ...]:
-        return (self.expr, self.key, self.zone, self.day_and)
+        return (self.expr, self.key, self.zone, self.day_and, self.balanced, self.offsets)
 
     def __repr__(self) -> str:
         extras = "".join(
             f", {name}={value!r}"
-            for name, value in (("key", self.key), ("tz", self.zone))
+            for name, value in (("key", self.key), ("tz", self.zone), ("balanced", self.balanced))
             if value is not None
         )
         if self.day_and:
             extras += ", day_and=True"
         return f"hashcron({self.expr!r}{extras})"
 
-    def __reduce__(self) -> tuple[type[hashcron], tuple[Any, ...]]:
-        return type(self), (self.expr, self.key, self.zone, self.day_and)
+    def __reduce__(
+        self,
+    ) -> tuple[type[hashcron], tuple[Any, ...], dict[str, tuple[int, ...] | None]]:
+        arguments = (self.expr, self.key, self.zone, self.day_and, None, self.balanced)
+        return type(self), arguments, {"offsets": self.offsets}
 
 
 class hashinterval(HashSchedule):  # noqa: N801 - named like Celery's schedule

@@ -34,6 +34,7 @@ KNOWN_SETTINGS = (
     "hashbeat_overlap",
     "hashbeat_running_ttl",
     "hashbeat_workers_refresh",
+    "hashbeat_balance",
     "hashbeat_store_options",
     "hashbeat_redis_use_ssl",
     "hashbeat_sentinel_master",
@@ -111,6 +112,23 @@ def overlap_mode(value: object, where: str) -> str:
     return str(value)
 
 
+#: Text that environment-driven settings use for True and False.
+FLAG_WORDS = {"true": True, "1": True, "yes": True, "on": True}
+FLAG_WORDS |= {"false": False, "0": False, "no": False, "off": False}
+
+
+def flag(value: object, where: str) -> bool:
+    """True or False (or their usual spellings in text), or an error naming ``where``."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in FLAG_WORDS:
+        return FLAG_WORDS[value.strip().lower()]
+    raise ImproperlyConfigured(
+        f"{where} must be True or False, not {value!r}: set it to True to balance every "
+        "hashcron entry, or pass balanced=True to the ones you choose"
+    )
+
+
 def catch_up_window(value: object, where: str) -> float | None:
     """A window in seconds, or None for no window."""
     return None if value is None else seconds(value, where, "3600, or None for no limit")
@@ -131,6 +149,8 @@ class Settings:
     running_ttl: float = DEFAULT_RUNNING_TTL
     #: How often the leader asks which workers are alive, for entries fanned out to "*".
     workers_refresh: float = DEFAULT_WORKERS_REFRESH
+    #: Whether hashcron entries without ``balanced=`` are balanced (DESIGN.md §16).
+    balance: bool = False
 
     @property
     def lease_ttl_ms(self) -> int:
@@ -185,8 +205,11 @@ class Settings:
             "hashbeat_workers_refresh",
             "60",
         )
+        balance = flag(setting(conf, "hashbeat_balance", False), "hashbeat_balance")
         options = store_options(conf, url, renew)
-        return cls(url, prefix, ttl, renew, mode, window, options, overlap, running_ttl, refresh)
+        return cls(
+            url, prefix, ttl, renew, mode, window, options, overlap, running_ttl, refresh, balance
+        )
 
 
 def store_options(conf: Any, url: str, renew: float) -> dict[str, Any]:

@@ -1,0 +1,136 @@
+"""Balanced spread in the beat (DESIGN.md §16): which entries are balanced, in which groups, and
+the schedules they run with.
+
+A ``hashcron`` entry is balanced when it says ``balanced=True``, or says nothing and the app sets
+``hashbeat_balance = True``. Balanced entries compete with those of the same shape, zone and day
+rule (``expr.balance.shape_of``); the copies of one entry fanned out to workers form a group of
+their own, dealt out tightly, so that each worker gets a value of its own where the range has
+enough. Each group's assignment is a function of its members alone (``expr.balance.assign``),
+recomputed when a member comes or goes; the definitions of members whose values moved are handed
+back, to be built again.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from celery_hashbeat.entries import as_definition
+from celery_hashbeat.expr import CronSyntaxError
+from celery_hashbeat.expr.balance import Term, assign, shape_of, terms_of
+from celery_hashbeat.expr.seeding import Key
+from celery_hashbeat.schedules import hashcron
+
+
+@dataclass(frozen=True)
+class Member:
+    """A balanced entry: its group, the key its hash terms draw from, and its definition."""
+
+    group: Hashable
+    key: Key
+    terms: tuple[Term, ...]
+    tight: bool
+    definition: Mapping[str, Any]
+
+
+class Balancer:
+    """The balanced entries of one schedule and the values assigned to them."""
+
+    def __init__(self, default: bool, zone: str, parent_of: Callable[[str], str | None]) -> None:
+        self.default = default
+        self.zone = zone
+        self.parent_of = parent_of
+        self.members: dict[str, Member] = {}
+        self.groups: dict[Hashable, set[str]] = {}
+        #: Entry -> the offsets of its hash terms now.
+        self.offsets: dict[str, tuple[int, ...]] = {}
+        #: Counts the changes to ``offsets``, so that a leader stores each assignment once.
+        self.version = 0
+
+    def take(self, definitions: Mapping[str, Any]) -> dict[str, Any]:
+        """``definitions`` (added or replaced) with balanced schedules placed, and the
+        definitions of other entries whose values moved."""
+        touched: set[Hashable] = set()
+        for name, definition in definitions.items():
+            touched |= self._forget(name)
+            member = self._member(name, definition)
+            if member is not None:
+                self.members[name] = member
+                self.groups.setdefault(member.group, set()).add(name)
+                touched.add(member.group)
+        moved = self._assign(touched)
+        result = dict(definitions)
+        for name in moved | (set(definitions) & set(self.members)):
+            result[name] = self._placed(name)
+        return result
+
+    def drop(self, names: Iterable[str]) -> dict[str, Any]:
+        """Forget entries that left the schedule; the definitions of those whose values moved."""
+        touched: set[Hashable] = set()
+        for name in names:
+            touched |= self._forget(name)
+        return {name: self._placed(name) for name in self._assign(touched)}
+
+    def is_balanced(self, name: str) -> bool:
+        return name in self.members
+
+    def stored_form(self) -> str:
+        """The assignment as the store keeps it: JSON, entry -> offsets, in name order."""
+        return json.dumps({name: list(self.offsets[name]) for name in sorted(self.offsets)})
+
+    def _member(self, name: str, definition: Any) -> Member | None:
+        mapping = as_definition(definition)
+        given = None if mapping is None else mapping.get("schedule")
+        if not isinstance(given, hashcron):
+            return None
+        if not (self.default if given.balanced is None else given.balanced):
+            return None
+        try:
+            terms = terms_of(given.expr)
+            shape = shape_of(given.expr)
+        except (CronSyntaxError, TypeError):
+            return None  # building the entry reports it, by name
+        if not terms:
+            return None
+        parent = self.parent_of(name)
+        zone = str(given.zone) if given.zone is not None else self.zone
+        group = (shape, zone, given.day_and, parent)
+        key = given.key if given.key is not None else name
+        assert mapping is not None
+        return Member(group, key, terms, parent is not None, mapping)
+
+    def _forget(self, name: str) -> set[Hashable]:
+        member = self.members.pop(name, None)
+        if member is None:
+            return set()
+        del self.offsets[name]
+        self.version += 1
+        self.groups[member.group].discard(name)
+        return {member.group}
+
+    def _assign(self, groups: set[Hashable]) -> set[str]:
+        """Assign the ``groups`` afresh; the entries whose offsets changed or were new."""
+        changed: set[str] = set()
+        for group in groups:
+            names = self.groups.get(group)
+            if not names:
+                self.groups.pop(group, None)
+                continue
+            first = self.members[next(iter(names))]
+            keys = {self.members[name].key: name for name in names}
+            found = assign(list(keys), first.terms, tight=first.tight)
+            for name in names:
+                offsets = found[self.members[name].key]
+                if self.offsets.get(name) != offsets:
+                    self.offsets[name] = offsets
+                    changed.add(name)
+        self.version += bool(changed)
+        return changed
+
+    def _placed(self, name: str) -> dict[str, Any]:
+        member = self.members[name]
+        schedule = member.definition["schedule"]
+        assert isinstance(schedule, hashcron)
+        return {**member.definition, "schedule": schedule.placed(self.offsets[name])}
