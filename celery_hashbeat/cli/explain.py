@@ -3,16 +3,32 @@
 from __future__ import annotations
 
 import json
+import time
 from datetime import datetime, timezone, tzinfo
+from typing import TYPE_CHECKING
 
 import click
 
 from ..expr import CronSyntaxError, NoFireTimeError, parse
-from .loading import find_celery_app, zone_option
+from ..expr.balance import shape_of, terms_of
+from ..schedules import hashcron
+from .loading import (
+    app_option,
+    app_settings,
+    build_entries,
+    connected,
+    find_celery_app,
+    zone_option,
+)
+from .output import SetupError, StoreFailure
+
+if TYPE_CHECKING:
+    from celery import Celery
 
 
 @click.command()
 @click.argument("expression")
+@app_option
 @click.option("--key", "-k", help="The key that seeds H terms: the beat_schedule entry's name.")
 @zone_option("IANA time zone of the schedule [default: the app's under celery -A, else UTC].")
 @click.option(
@@ -28,6 +44,7 @@ from .loading import find_celery_app, zone_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 def explain(
     expression: str,
+    app_name: str | None,
     key: str | None,
     tz: tzinfo | None,
     count: int,
@@ -37,11 +54,16 @@ def explain(
 ) -> None:
     """Show EXPRESSION resolved for a key, in English, with its next fire times.
 
+    With the app (-A, or celery -A proj hashbeat explain), a key that names a balanced entry of
+    the same shape (hashbeat_balance, or hashcron(..., balanced=True)) shows the values the
+    balancer gives it, beside those of the hash alone.
+
     \b
     Examples:
       hashbeat explain "H * * * *" --key refresh-prices
       hashbeat explain "H/15 H(9-16) * * 1-5" --key report --tz Europe/Riga -n 10
       hashbeat explain @daily --key nightly --json
+      celery -A proj hashbeat explain "H * * * *" --key refresh-prices
     """
     if key == "":
         raise click.BadParameter(
@@ -49,11 +71,14 @@ def explain(
             "--key out for an expression without H",
             param_hint="'--key'",
         )
+    app = find_celery_app(app_name)
     if tz is None:
-        app = find_celery_app(None)
         tz = app.timezone if app is not None else timezone.utc
     try:
-        expr = parse(expression, key, tz=tz, day_and=day_and)
+        hashed = parse(expression, key, tz=tz, day_and=day_and)
+        found = None if app is None or key is None else balanced_offsets(app, key, expression)
+        offsets = None if found is None else found[0]
+        expr = parse(expression, key, tz=tz, day_and=day_and, offsets=offsets)
         start = after.replace(tzinfo=expr.tz) if after else datetime.now(expr.tz)
         fires = []
         for when in expr.iter(start):
@@ -72,6 +97,17 @@ def explain(
                     "key": key,
                     "tz": str(tz),
                     "resolved": str(expr),
+                    **(
+                        {}
+                        if found is None
+                        else {
+                            "balanced": {
+                                "offsets": list(found[0]),
+                                "hashed": str(hashed),
+                                "from": found[1],
+                            }
+                        }
+                    ),
                     "description": expr.describe(),
                     "next": [
                         {"local": f.isoformat(), "utc": f.astimezone(timezone.utc).isoformat()}
@@ -84,8 +120,52 @@ def explain(
         return
     click.echo(f"expression   {expression}" + (f"  (key {key!r})" if key else ""))
     click.echo(f"resolved     {expr}")
+    if found is not None:
+        moved = (
+            "the hash's own values fit" if str(hashed) == str(expr) else f"the hash gives {hashed}"
+        )
+        click.echo(f"balanced     yes ({found[1]}): {moved}")
     click.echo(f"meaning      {expr.describe()} ({tz})")
     click.echo(f"next {count} fire times:")
     for when in fires:
         utc = when.astimezone(timezone.utc)
         click.echo(f"  {when:%a %Y-%m-%d %H:%M:%S %Z}   {utc:%Y-%m-%d %H:%M:%S} UTC")
+
+
+def balanced_offsets(app: Celery, key: str, expression: str) -> tuple[tuple[int, ...], str] | None:
+    """The balancer's offsets for the app's entry named ``key``, when it is balanced and has the
+    shape of ``expression``, and where they come from: the leader's assignment in the store, or,
+    when the store cannot say, the app's schedule as the Scheduler would balance it."""
+    settings = app_settings(app)
+    stored: dict[str, list[int]] = {}
+    nodes = None
+    try:
+        with connected(settings.store_url, settings.key_prefix, settings.store_options) as store:
+            roster = store.roster()
+            nodes = None if roster is None else roster.nodes
+            stored = json.loads(store.shared("balance") or "{}")
+    except (StoreFailure, SetupError, ValueError):
+        pass  # the app's schedule still says what the balancer would choose
+    built = build_entries(app, int(time.time() * 1000), nodes)
+    entry = next((entry for entry in built.entries if entry.name == key), None)
+    if entry is None or not isinstance(entry.schedule, hashcron):
+        return None
+    if shape_of(entry.schedule.expr) != shape_of(expression):
+        return None
+    if fits(stored.get(key), expression):
+        return tuple(stored[key]), "the leader's assignment in the store"
+    offsets = built.balanced.get(key)
+    return None if offsets is None else (offsets, "as the app's schedule balances it")
+
+
+def fits(offsets: object, expression: str) -> bool:
+    """Whether ``offsets``, read from the store, can place the hash terms of ``expression``."""
+    terms = terms_of(expression)
+    return (
+        isinstance(offsets, list)
+        and len(offsets) == len(terms)
+        and all(
+            isinstance(offset, int) and 0 <= offset < term.count
+            for offset, term in zip(offsets, terms, strict=True)
+        )
+    )

@@ -17,6 +17,7 @@ import click
 from celery.app.utils import find_app
 from celery.bin.base import CLIContext
 
+from ..balancing import Balancer
 from ..entries import Entry, EntryError, SharedSlots, build_entry
 from ..expr import CronSyntaxError
 from ..expr.zones import load_zone
@@ -141,12 +142,38 @@ class Built:
     idle: dict[str, Entry] = field(default_factory=dict)
     #: The entries with ``"workers": "*"``.
     every_worker: set[str] = field(default_factory=set)
+    #: Balanced entry -> the offsets of its hash terms (DESIGN.md §16).
+    balanced: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
 
-def build_entries(app: Celery, now: int, nodes: tuple[str, ...] | None = None) -> Built:
+def build_balanced(
+    app: Celery, settings: Settings, definitions: Mapping[str, Any], balancer: Balancer, now: int
+) -> tuple[dict[str, Entry], dict[str, str]]:
+    """``definitions`` built as the Scheduler builds them, balanced entries placed by
+    ``balancer``; an entry that cannot run leaves its group, as it does in the Scheduler."""
+    shared = SharedSlots(app)
+    entries: dict[str, Entry] = {}
+    errors: dict[str, str] = {}
+    todo = balancer.take(definitions)
+    while todo:
+        failed = []
+        for name, definition in todo.items():
+            try:
+                entries[name] = build_entry(name, definition, settings, shared, now)
+            except EntryError as exc:
+                errors[name] = str(exc).splitlines()[0]
+                entries.pop(name, None)
+                failed.append(name)
+        todo = balancer.drop(failed)
+    return entries, errors
+
+
+def build_entries(
+    app: Celery, now: int, nodes: tuple[str, ...] | None = None, balance: bool | None = None
+) -> Built:
     """The app's entries built as the Scheduler builds them, the ``"*"`` entries fanned out to
     ``nodes`` (the store's roster; None when it is not known), and the first line of the error
-    of each entry that cannot run."""
+    of each entry that cannot run. ``balance`` overrides ``hashbeat_balance``."""
     definitions = beat_schedule(app)
     settings = app_settings(app)
     shared = SharedSlots(app)
@@ -160,11 +187,12 @@ def build_entries(app: Celery, now: int, nodes: tuple[str, ...] | None = None) -
         listed = fanned_nodes(parent, definitions[parent])  # checked by expand: it raises not
         for node in (nodes or ()) if listed is None else listed:
             built.subs[sub_name(parent, node)] = (parent, node)
-    for name in sorted(plain):
-        try:
-            built.entries.append(build_entry(name, plain[name], settings, shared, now))
-        except EntryError as exc:
-            built.errors[name] = str(exc).splitlines()[0]
+    default = settings.balance if balance is None else balance
+    balancer = Balancer(default, str(app.timezone), fanout.parent_of)
+    entries, errors = build_balanced(app, settings, plain, balancer, now)
+    built.entries = [entries[name] for name in sorted(entries)]
+    built.errors.update(errors)
+    built.balanced = dict(balancer.offsets)
     for parent in sorted(name for name, subs in fanout.subs.items() if not subs):
         probe = sub_name(parent, PROBE_NODE)
         definition = fan_out(parent, definitions[parent], [PROBE_NODE])[probe]

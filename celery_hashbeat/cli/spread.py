@@ -19,6 +19,7 @@ import click
 
 from ..entries import Entry
 from ..expr import CronExpr, CronSyntaxError, parse
+from ..expr.balance import assign, terms_of
 from ..schedules import hashcron, hashinterval
 from ..slots import ChainSlots, CronSlots, IntervalSlots, Slots, to_ms
 from .chart import axis, bars, columns, write_png
@@ -35,6 +36,19 @@ MAX_FIRES = 5_000_000
 CHART_HEIGHT = 6
 
 Sources = list[tuple[Slots, int]]
+
+TITLES = {
+    "hashed": "hashed (as scheduled)",
+    "pure": "hashed, pure (each key's own hash)",
+    "balanced": "hashed, balanced (hashbeat_balance)",
+    "plain": "plain cron (hash terms at lowest)",
+}
+PNG_TITLES = {
+    "hashed": "hashed, as scheduled",
+    "pure": "hashed, pure: each key's own hash",
+    "balanced": "hashed, balanced: hashbeat_balance",
+    "plain": "plain cron: every hash term at its lowest value",
+}
 
 
 @dataclass(frozen=True)
@@ -112,6 +126,26 @@ def expression_sources(expression: str, keys: list[str], zone: tzinfo) -> tuple[
     return hashed, plain
 
 
+def balanced_expression_sources(expression: str, keys: list[str], zone: tzinfo) -> Sources:
+    """One expression under many keys, balanced as one group (DESIGN.md §16)."""
+    assigned = assign(keys, terms_of(expression))
+    return _grouped(parse(expression, key, tz=zone, offsets=assigned[key]) for key in keys)
+
+
+def pure_sources(app: Celery, entries: list[Entry]) -> Sources:
+    """Every entry's slots with hash terms as the key's hash alone gives them."""
+    pure: list[Slots | CronExpr] = []
+    for entry in entries:
+        given = entry.schedule
+        if isinstance(given, hashcron) and given.offsets is not None:
+            zone = given.zone if given.zone is not None else app.timezone
+            key = given.key if given.key is not None else entry.name
+            pure.append(parse(given.expr, key, tz=zone, day_and=given.day_and))
+        else:
+            pure.append(entry.source)
+    return _grouped(pure)
+
+
 def app_sources(app: Celery, entries: list[Entry]) -> tuple[Sources, Sources, bool]:
     """Hashed and plain sources for every entry, and whether any fires within a minute."""
     hashed: list[Slots] = []
@@ -148,6 +182,11 @@ def app_sources(app: Celery, entries: list[Entry]) -> tuple[Sources, Sources, bo
 @click.option("--week", is_flag=True, help="Seven days instead of one.")
 @click.option("--width", type=click.IntRange(10, 1000), help="Chart columns; default: fit.")
 @click.option("--png", type=click.Path(dir_okay=False), help="Also draw the load into this PNG.")
+@click.option(
+    "--balanced",
+    is_flag=True,
+    help="Also show the load balanced (hashbeat_balance), beside pure hashing.",
+)
 @json_option
 def spread(
     app_name: str | None,
@@ -158,6 +197,7 @@ def spread(
     week: bool,
     width: int | None,
     png: str | None,
+    balanced: bool,
     as_json: bool,
 ) -> None:
     """How the enqueues fall over a day, beside the same schedules as plain cron.
@@ -166,7 +206,9 @@ def spread(
     a minute) over a day (--week: seven), once as scheduled and once with every hash term at its
     lowest value (H -> 0, H(a-b) -> a, H/n -> */n), which is what plain cron would do. It
     prints peak, mean and peak/mean for both, and a bar chart of each (full height is the
-    larger peak). --png needs matplotlib: pip install 'celery-hashbeat[plot]'.
+    larger peak). With --balanced (or an app that balances its entries) it shows pure hashing
+    and balanced hashing (DESIGN.md §16) side by side. --png needs matplotlib: pip install
+    'celery-hashbeat[plot]'.
 
     \b
     Examples:
@@ -174,6 +216,7 @@ def spread(
       hashbeat spread --expr "H * * * *" --keys names.txt
       seq -f "job-%g" 1000 | hashbeat spread --expr "H H(0-5) * * *" --keys -
       celery -A proj hashbeat spread --week --png load.png
+      seq -f "job-%g" 60 | hashbeat spread --expr "H * * * *" --keys - --balanced
     """
     if expression is not None:
         if keys is None:
@@ -185,6 +228,7 @@ def spread(
         try:
             hashed, plain = expression_sources(expression, names, zone)
             fine = parse(expression, names[0]).has_seconds
+            even = balanced_expression_sources(expression, names, zone) if balanced else None
         except CronSyntaxError as exc:
             raise click.BadParameter(str(exc), param_hint="--expr") from None
         what = f"{expression!r} for {len(names)} keys"
@@ -207,10 +251,17 @@ def spread(
             raise SetupError("the app's beat_schedule is empty: nothing to spread")
         zone = tz or app.timezone
         hashed, plain, fine = app_sources(app, entries)
+        even = None
+        if balanced or built.balanced:
+            even = app_sources(app, build_entries(app, to_ms(datetime.now(timezone.utc)),
+                                                  balance=True).entries)[0]  # fmt: skip
+            hashed = pure_sources(app, entries)
         what = f"{len(entries)} entries"
     first = day.date() if day else datetime.now(zone).date()
     window = _window(first, zone, week, fine)
     loads = {"hashed": window.count(hashed), "plain": window.count(plain)}
+    if even is not None:
+        loads = {"pure": loads["hashed"], "balanced": window.count(even), "plain": loads["plain"]}
     if as_json:
         echo_json(
             {
@@ -227,10 +278,7 @@ def spread(
         write_png(
             png,
             window.span,
-            [
-                ("hashed, as scheduled", loads["hashed"].counts),
-                ("plain cron: every hash term at its lowest value", loads["plain"].counts),
-            ],
+            [(PNG_TITLES[name], load.counts) for name, load in loads.items()],
             f"Enqueues of {what} per {window.bucket.total_seconds():g} s from "
             f"{window.start:%Y-%m-%d %H:%M %Z}",
         )
@@ -263,17 +311,16 @@ def _print(what: str, window: Window, loads: dict[str, Load], width: int | None)
     if width is None:
         width = max(20, min(120, shutil.get_terminal_size().columns - 2))
     top = max(load.peak for load in loads.values())
-    titles = {"hashed": "hashed (as scheduled)", "plain": "plain cron (hash terms at lowest)"}
     for name, load in loads.items():
         ratio = "-" if load.ratio is None else f"{load.ratio:.2f}"
         peak_at = window.at(load.counts.index(load.peak))
         click.echo("")
         click.echo(
-            f"{titles[name]}: peak {load.peak}/{per} at {peak_at:%a %H:%M:%S}, "
+            f"{TITLES[name]}: peak {load.peak}/{per} at {peak_at:%a %H:%M:%S}, "
             f"mean {load.mean:.2f}, peak/mean {ratio}"
         )
         for row in bars(columns(load.counts, width), top, CHART_HEIGHT):
             click.echo(f"|{row}")
-    shown = len(columns(loads["hashed"].counts, width))
+    shown = len(columns(loads["plain"].counts, width))
     click.echo(" " + axis(window.start, window.span, shown))
     click.echo(f"full height = {top} per {per}; each column shows the peak of its span")
