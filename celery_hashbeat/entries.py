@@ -378,7 +378,7 @@ def build_entry(
         fingerprint = shared.fingerprint(definition.get("schedule"), relative)
         mode = catch_up_mode(definition.get("catch_up", settings.catch_up), "catch_up")
         overlap = overlap_mode(definition.get("overlap", settings.overlap), "overlap")
-        check_overlap(overlap, mode, task, shared.app)
+        check_overlap(overlap, mode)
         window = (
             catch_up_window(definition["catch_up_window"], "catch_up_window")
             if "catch_up_window" in definition
@@ -407,19 +407,10 @@ def build_entry(
     )
 
 
-def check_overlap(overlap: str, catch_up: str, task: str, app: Celery) -> None:
-    """An overlap guard needs the task in this app, so that the worker running it holds the run
-    lease; and ``buffer_one``, which keeps only the newest waiting slot, cannot catch up all."""
-    if overlap == "allow":
-        return
+def check_overlap(overlap: str, catch_up: str) -> None:
+    """``buffer_one`` keeps only the newest waiting slot, so it cannot catch up all."""
     if overlap == "buffer_one" and catch_up == "all":
         raise ValueError(
             "overlap 'buffer_one' keeps only the most recent waiting slot, so catch_up 'all' "
             "cannot apply: set catch_up to 'latest' or 'skip', or overlap to 'skip'"
-        )
-    if task not in app.tasks:
-        raise ValueError(
-            f"overlap {overlap!r} needs task {task!r} registered in this app, since the worker "
-            "that runs it holds the run lease: import the module that defines it (Celery's "
-            "'imports' or 'include' setting) or set overlap to 'allow'"
         )

@@ -32,8 +32,3 @@ app.conf.update(
         },
     },
 )
-
-
-@app.task(name="fanned.import_orders")
-def import_orders() -> None:
-    """The overlap entry's task: an overlap guard needs its task registered in the app."""

@@ -31,10 +31,6 @@ def store(app: Celery) -> Iterator[Store]:
 
 
 def guarded(app: Celery, overlap: str) -> None:
-    @app.task(name="t", shared=False)
-    def job() -> None:
-        """Guarded entries need their task in the app (docs/workers.md, Limits)."""
-
     app.conf.beat_schedule = {
         "job": {"task": "t", "schedule": hashcron(EVERY_SECOND), "overlap": overlap}
     }
