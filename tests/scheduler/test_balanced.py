@@ -137,3 +137,27 @@ def test_the_balance_setting_may_be_text(app: Celery, schedulers: Make) -> None:
     app.conf.hashbeat_balance = "True"  # as an environment variable gives it
     hourly(app, NAMES)
     assert peak(minutes(schedulers())) <= 2
+
+
+def test_copies_on_every_live_worker_get_distinct_seconds(
+    app: Celery, clock: Clock, schedulers: Make, store: Store
+) -> None:
+    nodes = [f"celery@web-{n}" for n in range(1, 21)]
+    app.conf.update(worker_direct=True, hashbeat_balance=True)
+    app.conf.beat_schedule = {
+        "refresh": {"task": "t", "schedule": hashcron("H * * * * *"), "workers": "*"}
+    }
+    assert store.acquire("former-leader", 60_000)
+    assert store.set_roster("former-leader", nodes, 0)
+    store.release("former-leader")
+    beat = schedulers(clock)
+    ticks(beat)  # takes the lease and fans out to the stored roster
+    seconds = {
+        name: int(str(entry.source.expr).split()[0])
+        for name, entry in beat.schedule.items()
+        if name.startswith("refresh@")
+    }
+    assert len(seconds) == 20
+    assert len(set(seconds.values())) == 20, sorted(seconds.values())
+    pure = [by_hand(f"refresh@{node}", "second") for node in nodes]
+    assert len(set(pure)) < 20  # the hash alone puts some of them on one second
