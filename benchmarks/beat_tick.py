@@ -84,6 +84,8 @@ class Kind:
 
 CRONTAB = Kind(crontab, range(60, 61))  # all due at the top of the minute
 HASHCRON = Kind(lambda: hashcron("H * * * * *"), range(1, 61))  # spread over the minute
+#: The same, dealt out evenly over the minute (DESIGN.md §16): one group of N entries.
+BALANCED = Kind(lambda: hashcron("H * * * * *", balanced=True), range(1, 61))
 
 
 class HashbeatBench(Scheduler):
@@ -241,6 +243,11 @@ def run(args: argparse.Namespace) -> None:
             "celery_hashbeat (hashcron)",
             Peer("hashbeat", build_hashbeat, big, False, False),
             HASHCRON,
+        ),
+        (
+            "celery_hashbeat (balanced)",
+            Peer("hashbeat", build_hashbeat, big, False, False),
+            BALANCED,
         ),
         (
             "celery.beat.Scheduler",

@@ -62,8 +62,9 @@ class Balancer:
                 touched.add(member.group)
         moved = self._assign(touched)
         result = dict(definitions)
-        for name in moved | (set(definitions) & set(self.members)):
-            result[name] = self._placed(name)
+        members = self.members
+        result.update((name, self._placed(name)) for name in definitions if name in members)
+        result.update((name, self._placed(name)) for name in moved)
         return result
 
     def drop(self, names: Iterable[str]) -> dict[str, Any]:
@@ -72,9 +73,6 @@ class Balancer:
         for name in names:
             touched |= self._forget(name)
         return {name: self._placed(name) for name in self._assign(touched)}
-
-    def is_balanced(self, name: str) -> bool:
-        return name in self.members
 
     def stored_form(self) -> str:
         """The assignment as the store keeps it: JSON, entry -> offsets, in name order."""
