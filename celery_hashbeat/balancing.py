@@ -24,7 +24,7 @@ from celery_hashbeat.expr.seeding import Key
 from celery_hashbeat.schedules import hashcron
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Member:
     """A balanced entry: its group, the key its hash terms draw from, and its definition."""
 
@@ -48,6 +48,8 @@ class Balancer:
         self.offsets: dict[str, tuple[int, ...]] = {}
         #: Counts the changes to ``offsets``, so that a leader stores each assignment once.
         self.version = 0
+        #: Placed schedules, shared by the entries whose schedules and offsets agree.
+        self._schedules: dict[tuple[Any, ...], hashcron] = {}
 
     def take(self, definitions: Mapping[str, Any]) -> dict[str, Any]:
         """``definitions`` (added or replaced) with balanced schedules placed, and the
@@ -63,8 +65,8 @@ class Balancer:
         moved = self._assign(touched)
         result = dict(definitions)
         members = self.members
-        result.update((name, self._placed(name)) for name in definitions if name in members)
-        result.update((name, self._placed(name)) for name in moved)
+        placed = moved.union(name for name in definitions if name in members)
+        result.update((name, self._placed(name)) for name in placed)
         return result
 
     def drop(self, names: Iterable[str]) -> dict[str, Any]:
@@ -131,4 +133,9 @@ class Balancer:
         member = self.members[name]
         schedule = member.definition["schedule"]
         assert isinstance(schedule, hashcron)
-        return {**member.definition, "schedule": schedule.placed(self.offsets[name])}
+        offsets = self.offsets[name]
+        identity = (*schedule._identity(), offsets)
+        found = self._schedules.get(identity)
+        if found is None:
+            found = self._schedules[identity] = schedule.placed(offsets)
+        return {**member.definition, "schedule": found}

@@ -124,8 +124,10 @@ class hashcron(HashSchedule):  # noqa: N801 - named like Celery's crontab
         self.offsets: tuple[int, ...] | None = None
 
     def placed(self, offsets: tuple[int, ...]) -> hashcron:
-        """This schedule with its hash terms at ``offsets`` (the balancer's assignment)."""
-        clone = copy.copy(self)
+        """This schedule with its hash terms at ``offsets`` (the balancer's assignment); a
+        plain attribute copy, since a schedule of 100,000 entries is placed at start."""
+        clone = object.__new__(type(self))
+        clone.__dict__.update(self.__dict__)
         clone.offsets = offsets
         clone._own = None
         return clone

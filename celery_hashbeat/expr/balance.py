@@ -7,8 +7,8 @@ value (DESIGN.md §3), and only the keys a crowded slot cannot hold move:
 1. The *capacity* of slot s is ``(N + s) // S + 1``: the capacities sum to N + S, none exceeds
    ceil(N / S) + 1, and one more key raises exactly one slot's capacity by one (never all at
    once, which would move many keys in one go).
-2. Each slot keeps, up to its capacity, the keys hashed to it with the highest *priority*
-   (``draw(key, "balance", 0)``); the rest overflow.
+2. Each slot keeps, up to its capacity, the keys hashed to it that come first by *priority*
+   (the first hash term's 64-bit draw, then the key's bytes); the rest overflow.
 3. Overflowing keys, by priority, take the first slot with room along their own probe sequence
    (``draw(key, "balance", i) % S`` for i = 1, 2, ...; a scan after 64 draws).
 
@@ -20,8 +20,9 @@ so twenty workers get twenty distinct values wherever the range has twenty.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Hashable, Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 
 from .grammar import Template, parse_template
 from .seeding import Key, draw, key_bytes
@@ -43,6 +44,7 @@ class Term:
     count: int
 
 
+@lru_cache(maxsize=1024)
 def terms_of(expression: str) -> tuple[Term, ...]:
     """The hash terms of ``expression``, left to right (raises CronSyntaxError if invalid)."""
     return _terms(parse_template(expression))
@@ -56,22 +58,18 @@ def _terms(template: Template) -> tuple[Term, ...]:
     )
 
 
-def shape_of(expression: str) -> Hashable:
+@lru_cache(maxsize=1024)
+def shape_of(expression: str) -> str:
     """What makes two expressions compete for the same slots: every field's plain values and
     rules, and the range and step of each hash term, however they are spelled (``H``,
-    ``H(0-59)`` and ``#`` in the minute field are one shape)."""
+    ``H(0-59)`` and ``#`` in the minute field are one shape). Text, so that grouping a hundred
+    thousand entries hashes it once."""
     template = parse_template(expression)
-    return tuple(
-        (
-            written.field,
-            written.values,
-            tuple((term.low, term.high, term.step) for term in written.hashes),
-            written.last_day,
-            written.last_weekday,
-            written.nearest_weekdays,
-            written.last_weekdays_of,
-            written.nth_weekdays,
-        )
+    return " ".join(
+        f"{written.field.seed_name}={sorted(written.values)}"
+        f"{[(term.low, term.high, term.step) for term in written.hashes]}"
+        f"{int(written.last_day)}{int(written.last_weekday)}{sorted(written.nearest_weekdays)}"
+        f"{sorted(written.last_weekdays_of)}{sorted(written.nth_weekdays)}"
         for written in template.fields
     )
 
@@ -98,10 +96,12 @@ def assign(
         cap = -(-count // slots) if tight else (count + slot) // slots + 1
         return loads.get(slot, 0) < cap
 
+    # One sha256 per term and key: the first term's draw is also the key's priority.
+    draws = {key: [draw(key, term.seed, term.occurrence) for term in terms] for key in keys}
     placed: dict[Key, int] = {}
     overflow: list[Key] = []
-    for key in sorted(keys, key=_priority):
-        native = _index(seeded(key, terms), sizes)
+    for key in sorted(keys, key=lambda key: (draws[key][0], key_bytes(key))):
+        native = _index(tuple(u % size for u, size in zip(draws[key], sizes, strict=True)), sizes)
         if room(native):
             loads[native] = loads.get(native, 0) + 1
             placed[key] = native
@@ -111,11 +111,11 @@ def assign(
         slot = next(slot for slot in _probes(key, slots) if room(slot))
         loads[slot] = loads.get(slot, 0) + 1
         placed[key] = slot
-    return {key: _offsets(slot, sizes) for key, slot in placed.items()}
-
-
-def _priority(key: Key) -> tuple[int, bytes]:
-    return draw(key, BALANCE_FIELD, 0), key_bytes(key)
+    shared: dict[int, tuple[int, ...]] = {}  # one tuple per slot, however many keys hold it
+    return {
+        key: shared.get(slot) or shared.setdefault(slot, _offsets(slot, sizes))
+        for key, slot in placed.items()
+    }
 
 
 def _probes(key: Key, slots: int) -> Iterator[int]:
