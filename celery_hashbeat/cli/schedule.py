@@ -61,6 +61,8 @@ class Row:
     worker: str | None = None
     #: For a fanned-out entry with no sub-entry now: why, and what to do.
     idle: str | None = None
+    #: Whether the balancer chose its hash terms (DESIGN.md §16).
+    balanced: bool = False
 
 
 def describe(entry: Entry, app: Celery) -> Row:
@@ -72,6 +74,7 @@ def describe(entry: Entry, app: Celery) -> Row:
         expr = given.compile(entry.name, app.timezone)
         row.kind, row.expression, row.resolved = "hashcron", given.expr, str(expr)
         row.key, row.zone = str(expr.key), str(expr.tz)
+        row.balanced = given.offsets is not None
     elif isinstance(given, hashinterval) and isinstance(entry.source, IntervalSlots):
         every = duration(given.every.total_seconds())
         row.kind, row.expression = "hashinterval", f"every {every}"
@@ -224,7 +227,8 @@ def _print(
     lines = []
     for row in rows:
         if row.error is None:
-            line = [row.name, row.task, row.kind, row.expression, row.resolved, row.key, row.zone]
+            kind = f"{row.kind}, balanced" if row.balanced else row.kind
+            line = [row.name, row.task, kind, row.expression, row.resolved, row.key, row.zone]
             if row.idle is not None:
                 line.append(labels[row.name])
                 line.extend(["-"] if show_last else [])

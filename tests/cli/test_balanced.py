@@ -88,3 +88,16 @@ def test_explain_of_another_shape_is_the_hash_alone(run: Run) -> None:
     result = run("hashbeat", "explain", "H(0-29) * * * *", "--key", name, "-A", BALANCED)
     assert result.returncode == 0, result.stderr
     assert "balanced" not in result.stdout
+
+
+def test_schedule_shows_the_balanced_values(run: Run) -> None:
+    name, balanced = moved_key()
+    result = run("hashbeat", "schedule", "-A", BALANCED, "--json", "--no-store")
+    assert result.returncode == 0, result.stderr
+    rows = {row["name"]: row for row in json.loads(result.stdout)["entries"]}
+    assert rows[name]["resolved"] == f"{balanced} * * * *"
+    assert all(row["balanced"] for row in rows.values())
+    peak = max(Counter(row["resolved"] for row in rows.values()).values())
+    assert peak <= 2
+    text = run("hashbeat", "schedule", "-A", BALANCED, "--no-store")
+    assert re.search(rf"^{name}\s+reports.build\s+hashcron, balanced\s", text.stdout, re.MULTILINE)
