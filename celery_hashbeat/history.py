@@ -17,12 +17,12 @@ from __future__ import annotations
 import json
 import threading
 from collections import deque
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from celery_hashbeat.store.base import HISTORY_CAP
 
-__all__ = ["HISTORY_CAP", "OUTBOX_CAP", "Outbox", "Record", "decode", "encode"]
+__all__ = ["HISTORY_CAP", "OUTBOX_CAP", "Outbox", "Record", "decode", "encode", "sent_text"]
 
 #: Outcomes the beat records.
 SENT, SKIPPED, MISSED, TRIGGER = "sent", "skipped", "missed", "trigger"
@@ -55,11 +55,25 @@ class Record:
     count: int | None = None
 
 
+FIELDS = tuple(field.name for field in fields(Record))
+
+
 def encode(record: Record) -> str:
     """The record as the store keeps it: compact JSON without the fields it does not know."""
+    data = {name: getattr(record, name) for name in FIELDS}
     return json.dumps(
-        {key: value for key, value in asdict(record).items() if value not in (None, "")},
+        {name: value for name, value in data.items() if value is not None and value != ""},
         separators=(",", ":"),
+    )
+
+
+def sent_text(slot: int, at: int, by_json: str, task_id: str, lateness_ms: int) -> str:
+    """``encode(Record(SENT, slot, at, by, task_id, lateness_ms=lateness_ms))``, written out:
+    the one record of every slot sent, so it costs a string format, not a JSON encoding.
+    ``by_json`` is the sender already JSON-encoded; ``task_id`` is a UUID (no escaping)."""
+    return (
+        f'{{"outcome":"sent","slot":{slot},"at":{at},"by":{by_json},"task_id":"{task_id}",'
+        f'"lateness_ms":{lateness_ms}}}'
     )
 
 
@@ -94,17 +108,21 @@ class Outbox:
         self._lock = threading.Lock()
 
     def add(self, entry: str, record: Record) -> None:
-        text = encode(record)
-        with self._lock:
-            self._items.append((entry, text))
+        self.add_text(entry, encode(record))
+
+    def add_text(self, entry: str, text: str) -> None:
+        """Add a record already encoded (deque appends are atomic: no lock needed)."""
+        self._items.append((entry, text))
 
     def drain(self) -> list[tuple[str, str]]:
         """Every waiting (entry, record text) pair, oldest first; the outbox is empty after."""
         if not self._items:
             return []
         with self._lock:
-            items = list(self._items)
-            self._items.clear()
+            items = []
+            pop = self._items.popleft
+            for _ in range(len(self._items)):
+                items.append(pop())
         return items
 
     def __len__(self) -> int:

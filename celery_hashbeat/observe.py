@@ -9,10 +9,11 @@ and, at most, one JSON encoding: nothing here touches the network.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 
-from celery_hashbeat.history import MISSED, SENT, SKIPPED, Outbox, Record
+from celery_hashbeat.history import MISSED, SKIPPED, Outbox, Record, sent_text
 from celery_hashbeat.metrics import Metrics
 
 #: /livez fails once the tick loop has not turned for this long, at least (seconds).
@@ -30,6 +31,7 @@ class Watch:
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.token = token
+        self._token_json = json.dumps(token)
         self.metrics = metrics
         self.outbox = Outbox()
         self.monotonic = monotonic
@@ -96,8 +98,8 @@ class Watch:
 
     def sent(self, entry: str, slot: int, task_id: str, published_ms: int) -> None:
         lateness = published_ms - slot
-        self.outbox.add(
-            entry, Record(SENT, slot, published_ms, self.token, task_id, lateness_ms=lateness)
+        self.outbox.add_text(
+            entry, sent_text(slot, published_ms, self._token_json, task_id, lateness)
         )
         if self.metrics is not None:
             self.metrics.count_sent(entry, lateness / 1000)
