@@ -13,6 +13,7 @@ import pytest
 
 from celery_hashbeat.history import decode
 from celery_hashbeat.store import open_store
+from tests.docs.markdown import blocks, load_yaml
 from tests.observe.beats import Beat, Beats
 from tests.support.processes import ProcessGroup, wait_until
 from tests.support.redis_server import RedisProcess, free_port
@@ -25,6 +26,22 @@ def processes(tmp_path: Path) -> Iterator[ProcessGroup]:
     """Every beat the test starts, reaped at the end whatever happened."""
     with ProcessGroup(tmp_path) as group:
         yield group
+
+
+def documented_probes() -> tuple[str, str]:
+    """The liveness and readiness paths of the Deployment in docs/operations.md, so the test
+    calls what the documented manifest tells the kubelet to call."""
+    page = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
+    for block in blocks(page):
+        if block.language != "yaml":
+            continue
+        for document in load_yaml(block.text):
+            if document.get("kind") == "Deployment":
+                (container,) = document["spec"]["template"]["spec"]["containers"]
+                live = container["livenessProbe"]["httpGet"]
+                ready = container["readinessProbe"]["httpGet"]
+                return str(live["path"]), str(ready["path"])
+    raise AssertionError("docs/operations.md shows no Deployment with HTTP probes")
 
 
 def leader_of(*beats: Beat) -> Beat | None:
@@ -68,6 +85,8 @@ def test_metrics_count_sends_and_the_leader_gauge_follows_a_failover(
 def test_readyz_follows_the_store_and_livez_the_tick_loop(
     processes: ProcessGroup, private_redis: RedisProcess
 ) -> None:
+    livez_path, readyz_path = documented_probes()
+    assert (livez_path, readyz_path) == ("/livez", "/readyz")
     beat = Beats(processes, private_redis.url).start()
     assert wait_until(lambda: beat.code("/readyz") == 200, 20, 0.2), beat.get("/readyz")
     assert beat.code("/livez") == 200
