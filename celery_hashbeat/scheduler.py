@@ -693,7 +693,7 @@ class Scheduler(beat.Scheduler):
             if lease.leader
             else None,
             "entries": len(self.entries),
-            "broken_entries": sorted(self.broken),
+            "broken_entries": sorted(self.broken.copy()),  # copied at once: read off-thread
             "store": {
                 "url": maybe_sanitize_url(self.settings.store_url),
                 "prefix": self.settings.key_prefix,
