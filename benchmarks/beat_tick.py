@@ -14,6 +14,10 @@ extrapolated by its own cost model; such cells are marked with "~". DESIGN.md §
 celery_hashbeat at N = 100,000: startup 2 s, idle tick 100 us, 50 us per due entry, 1 KiB per entry.
 
     python benchmarks/beat_tick.py [--sizes 100,1000,10000,100000] [--budget 10] [--redis-url URL]
+                                   [--metrics]
+
+``--metrics`` runs celery_hashbeat with its HTTP endpoints on (``hashbeat_http_port=0``, any free
+port), so every slot also updates the Prometheus metrics; the history is written either way.
 """
 
 from __future__ import annotations
@@ -118,6 +122,10 @@ def build_hashbeat(app: Celery, clock: Clock) -> HashbeatBench:
     return scheduler
 
 
+#: Set by --metrics: hashbeat_http_port for celery_hashbeat (0: any free port), or None.
+HTTP_PORT: int | None = None
+
+
 def make_app(
     redis_url: str, prefix: str, clock: Clock, schedule: Callable[[], Any], n: int
 ) -> Celery:
@@ -128,6 +136,7 @@ def make_app(
         beat_max_loop_interval=300,
         hashbeat_store_url=redis_url,
         hashbeat_key_prefix=prefix,
+        hashbeat_http_port=HTTP_PORT,
         redbeat_redis_url=redis_url,
         redbeat_key_prefix=f"{prefix}-redbeat",
         redbeat_lock_key=None,
@@ -222,7 +231,15 @@ def main() -> None:
         default=os.environ.get("HASHBEAT_TEST_REDIS_URL"),
         help="a Redis to use; by default a private redis-server is started (and stopped)",
     )
+    parser.add_argument(
+        "--metrics", action="store_true", help="celery_hashbeat with /metrics served and updated"
+    )
+    parser.add_argument(
+        "--only-hashbeat", action="store_true", help="leave out the peers (Celery, RedBeat)"
+    )
     args = parser.parse_args()
+    global HTTP_PORT  # noqa: PLW0603 - one switch for every app the run makes
+    HTTP_PORT = 0 if args.metrics else None
     private = None
     if args.redis_url is None:
         private = RedisProcess().start()
@@ -260,6 +277,8 @@ def run(args: argparse.Namespace) -> None:
             CRONTAB,
         ),
     ]
+    if args.only_hashbeat:
+        peers = peers[:2]
     header = (
         f"{'scheduler':<28}{'N':>8}{'startup s':>12}{'idle tick us':>14}"
         f"{'per due us':>12}{'drain 1 min s':>15}{'mem B/entry':>13}"

@@ -3,7 +3,10 @@
 from .expr import CronExpr, CronSyntaxError, NoFireTimeError, parse
 
 __all__ = ["CronExpr", "CronSyntaxError", "NoFireTimeError", "parse"]
-from . import running  # noqa: F401 - connects the worker's side of the run lease
+from . import (
+    outcomes,  # noqa: F401 - connects the worker's side of the history
+    running,  # noqa: F401 - connects the worker's side of the run lease
+)
 from .scheduler import Scheduler
 from .schedules import hashcron, hashinterval
 

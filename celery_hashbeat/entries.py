@@ -40,6 +40,9 @@ if TYPE_CHECKING:
 #: The most missed slots ``catch_up="all"`` enqueues for one entry.
 ALL_CAP = 100
 
+#: The most slots one catch-up counts as missed (a longer backlog is reported as this many).
+MISSED_COUNT_CAP = 100
+
 KNOWN_KEYS = frozenset(
     {
         "task",
@@ -98,6 +101,9 @@ class Entry(ScheduleEntry):
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
     options: dict[str, Any]
+    #: Slots the catch-up policy just left out, as (the latest of them, how many, why), for the
+    #: scheduler to report and clear; set on the instance only when it happens.
+    missed: tuple[int, int, str] | None = None
 
     def __init__(
         self,
@@ -188,17 +194,31 @@ class Entry(ScheduleEntry):
             return
         self._head(self._missed(done, now), done, now)
 
-    def _head(self, kept: list[int], done: int, now: int) -> None:
+    def _head(self, kept: list[int], done: int, now: int, *, head_dropped: bool = False) -> None:
         """Head the entry with the missed slots kept, or, with none kept, with the first slot
         after now along its own schedule (from ``done``, so a chained interval keeps its
-        phase)."""
+        phase). The slots left out (``done`` too, with ``head_dropped``) are noted in
+        ``missed``."""
+        overdue = self.source.recent(done, now, MISSED_COUNT_CAP)
+        dropped = [slot for slot in overdue if slot not in kept]
+        if head_dropped:
+            dropped.insert(0, done)
+        if dropped:
+            self._note_missed(dropped[-1], len(dropped), now)
         if kept:
             self.slot = kept[0]
             self.pending = kept[:0:-1] or None
             return
-        last = self.source.recent(done, now, 1)
-        self.slot = self.source.next_after(last[-1] if last else done)
+        self.slot = self.source.next_after(overdue[-1] if overdue else done)
         self.pending = None
+
+    def _note_missed(self, latest: int, count: int, now: int) -> None:
+        old = self.missed
+        window = self.window is not None and latest < now - self.window
+        reason = "catch_up_window" if window else f"catch_up={self.catch_up}"
+        if old is not None:
+            latest, count = max(latest, old[0]), min(count + old[1], MISSED_COUNT_CAP)
+        self.missed = (latest, count, reason)
 
     def _missed(self, after: int, now: int) -> list[int]:
         if self.catch_up == "skip":
@@ -231,9 +251,10 @@ class Entry(ScheduleEntry):
             kept = self._missed(slot, now)
             if self.catch_up == "all" and (self.window is None or slot >= now - self.window):
                 kept = [slot, *kept][-ALL_CAP:]
-            self._head(kept, slot, now)
+            self._head(kept, slot, now, head_dropped=slot not in kept)
             slot = cast(int, self.slot)
         if self.window is not None and slot < now - self.window:
+            self._note_missed(slot, 1, now)
             self.advance(slot, now)
         return self.slot is not None and self.slot <= now
 

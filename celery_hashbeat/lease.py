@@ -19,6 +19,7 @@ from celery.utils.log import get_logger
 from celery_hashbeat.store.base import StoreAuthError, StoreError
 
 if TYPE_CHECKING:
+    from celery_hashbeat.observe import Watch
     from celery_hashbeat.settings import Settings
     from celery_hashbeat.store.base import Store
 
@@ -55,10 +56,12 @@ class Lease:
         self._outage: str | None = None
         self._backoff = self.standby_interval / 2
         #: Until when (monotonic) the lease may still be this beat's, as far as it knows.
-        self._held_until = 0.0
+        self.held_until = 0.0
         #: A digest of this beat's schedule, shown to the other beats through the heartbeat.
         self.schedule_digest = ""
         self._warned_digest: str | None = None
+        #: Told whether the store answers and who leads; its outbox rides on each renewal.
+        self.watch: Watch | None = None
 
     def maintain(self, store: Store, now: float) -> bool:
         """Renew or acquire as the role asks. True when this call made this beat the leader."""
@@ -69,8 +72,9 @@ class Lease:
             return False
 
     def _renew(self, store: Store, now: float) -> bool:
-        if store.renew(self.token, self.ttl_ms):
-            self._held_until = now + self.ttl_ms / 1000
+        history = self.watch.outbox.drain() if self.watch is not None else []
+        if store.renew(self.token, self.ttl_ms, history=history):
+            self.held_until = now + self.ttl_ms / 1000
             self._heartbeat(store, LEADER, now)
             self._answered()
             self.due = now + self.renew_interval
@@ -83,10 +87,10 @@ class Lease:
     def _acquire(self, store: Store, now: float) -> bool:
         # Its own lease, taken back after an outage, is not extended by acquire: renew it at once.
         taken = store.acquire(self.token, self.ttl_ms) and (
-            now >= self._held_until or store.renew(self.token, self.ttl_ms)
+            now >= self.held_until or store.renew(self.token, self.ttl_ms)
         )
         if taken:
-            self._held_until = now + self.ttl_ms / 1000
+            self.held_until = now + self.ttl_ms / 1000
             self.leader = True
             self._heartbeat(store, LEADER, now)
             self._answered()
@@ -108,6 +112,8 @@ class Lease:
         if role == self._role:
             return
         self._role = role
+        if self.watch is not None and role == LEADER:
+            self.watch.leading(True, self.token)
         if role == LEADER:
             logger.info(
                 "beat: %s as %s: enqueueing from now on (lease %.1fs, renewed every %.1fs)",
@@ -118,6 +124,8 @@ class Lease:
             )
             return
         holder = store.leader()
+        if self.watch is not None:
+            self.watch.leading(False, holder.token if holder else None)
         logger.info(
             "beat: %s as %s: the lease is held by %s; trying to take over every %.1fs",
             what,
@@ -148,7 +156,10 @@ class Lease:
         stepped_down = "stepped down as leader, " if self.leader else ""
         self.leader = False
         self._role = None
-        self.due = now + (RECLAIM_RETRY if now < self._held_until else self._backoff)
+        if self.watch is not None:
+            self.watch.store_failed(exc)
+            self.watch.leading(False, None)
+        self.due = now + (RECLAIM_RETRY if now < self.held_until else self._backoff)
         if self._outage is None:
             self._outage = str(exc) or type(exc).__name__
             if isinstance(exc, StoreAuthError):
@@ -175,6 +186,8 @@ class Lease:
         self._backoff = min(self._backoff * 2, BACKOFF_CAP)
 
     def _answered(self) -> None:
+        if self.watch is not None:
+            self.watch.store_answered()
         if self._outage is not None:
             logger.info("beat: the store answers again (after: %s)", self._outage)
             self._outage = None
@@ -185,6 +198,8 @@ class Lease:
         if not self.leader:
             return
         self.leader = False
+        if self.watch is not None:
+            self.watch.leading(False, None)
         try:
             released = store.release(self.token)
         except Exception as exc:

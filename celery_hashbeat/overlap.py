@@ -9,6 +9,7 @@ logged once per run of skips rather than once per slot.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import Enum
 from typing import TYPE_CHECKING
 
@@ -67,7 +68,9 @@ class Overlaps:
     revokes, and the slots not sent because a run was still going, counted always and logged
     when a run of them starts and when the entry runs again."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_skip: Callable[[str, int, str], None] = lambda *_: None) -> None:
+        #: Told of each skipped slot: entry, slot, the task whose run it would have overlapped.
+        self.on_skip = on_skip
         #: Entry -> the task the slot now being sent replaces, to revoke before sending it.
         self.replacing: dict[str, str] = {}
         #: Entry -> slots skipped since it last ran.
@@ -94,7 +97,7 @@ class Overlaps:
         return Verdict.MOVE_ON
 
     def skipped(self, entry: Entry, slot: int, holder: str) -> None:
-        self._count(entry.name)
+        self._count(entry.name, slot, holder)
         if self.skipping[entry.name] == 1:
             logger.warning(
                 "beat: %s slot %s skipped: its previous run (task %s) is still queued or "
@@ -118,13 +121,13 @@ class Overlaps:
                 holder,
             )
         elif before != slot:
-            self._count(entry.name)
+            self._count(entry.name, before, holder)
 
     def ran(self, entry: Entry, slot: int) -> None:
         """``entry``'s ``slot`` was claimed to run: report the skips that came before it."""
         waited = self.waiting.pop(entry.name, None)
         if waited is not None and waited != slot:
-            self._count(entry.name)
+            self._count(entry.name, waited, "")
         skipped = self.skipping.pop(entry.name, 0)
         if skipped:
             logger.warning(
@@ -134,6 +137,7 @@ class Overlaps:
                 skipped,
             )
 
-    def _count(self, name: str) -> None:
+    def _count(self, name: str, slot: int, holder: str) -> None:
+        self.on_skip(name, slot, holder)
         self.skipping[name] = self.skipping.get(name, 0) + 1
         self.skipped_total[name] = self.skipped_total.get(name, 0) + 1

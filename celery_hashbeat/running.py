@@ -72,6 +72,10 @@ class RunKeeper:
         self._ensure_thread()
         self._asks.put((what, entry, task_id, ttl_ms, store))
 
+    def store_for(self, app: Celery) -> Store | None:
+        """This process's store for ``app`` (shared with the history of slot tasks)."""
+        return self._store(app)
+
     def _store(self, app: Celery) -> Store | None:
         """This process's store for ``app`` (opened after any fork: a connection never crosses
         one); None, logged once, when the settings name none that can be opened."""

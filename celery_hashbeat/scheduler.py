@@ -24,8 +24,11 @@ from celery_hashbeat.background import Abandoned, Guarded, Runner
 from celery_hashbeat.balancing import Balancer
 from celery_hashbeat.entries import Entry, EntryError, SharedSlots, build_entry, schedule_digest
 from celery_hashbeat.fanout import FanOut, WorkerCensus
+from celery_hashbeat.http import HealthServer, PortInUse
 from celery_hashbeat.lease import Lease, new_token
 from celery_hashbeat.messages import send_slot, slot_iso, slot_task_id
+from celery_hashbeat.metrics import Metrics
+from celery_hashbeat.observe import Watch
 from celery_hashbeat.overlap import (
     WAIT_POLL_MS,
     Overlaps,
@@ -73,6 +76,10 @@ class Scheduler(beat.Scheduler):
         except ImproperlyConfigured as exc:
             raise ConfigurationExit(exc) from None
         self.token = new_token()
+        metrics = Metrics(self.settings.metrics_entry_labels)
+        #: History, metrics and health (DESIGN.md §14); metrics only when HTTP is served.
+        self.watch = Watch(self.token, metrics if self.settings.http_port is not None else None)
+        self._http: HealthServer | None = None
         #: Wall-clock seconds since the epoch; slots are computed from it.
         self.clock: Callable[[], float] = time.time
         self.entries: dict[str, Entry] = {}
@@ -82,6 +89,7 @@ class Scheduler(beat.Scheduler):
         self._queue: list[tuple[int, int, Entry]] = []
         self._store: Store | None = None
         self._lease = Lease(self.settings, self.token)
+        self._lease.watch = self.watch
         self._ticking = False
         self._close_requested = False
         self._closed = False
@@ -99,7 +107,9 @@ class Scheduler(beat.Scheduler):
         self._balance_shared = -1
         self._balancer = Balancer(self.settings.balance, str(app.timezone), self._fanout.parent_of)
         self._census = WorkerCensus(app, self.settings.workers_refresh)
-        self._overlaps = Overlaps()
+        self._overlaps = Overlaps(self._skipped)
+        #: Entry -> (task id, publish time in ms) of the slot now being published.
+        self._published: dict[str, tuple[str, int]] = {}
         #: A publish waiting longer than this for the broker is left behind (seconds).
         self.publish_timeout = max(self.settings.lease_ttl, PUBLISH_TIMEOUT)
         filename = kwargs.get("schedule_filename")
@@ -111,6 +121,7 @@ class Scheduler(beat.Scheduler):
                 maybe_sanitize_url(self.settings.store_url),
             )
         super().__init__(app, *args, **kwargs)
+        self.watch.wait_at_most(self.max_wait)
 
     @property
     def max_wait(self) -> float:
@@ -147,6 +158,13 @@ class Scheduler(beat.Scheduler):
         gc.freeze()
         if self._store is None:
             self._open_store()
+        if self.settings.http_port is not None and self._http is None:
+            try:
+                self._http = HealthServer(
+                    self.watch, self.settings.http_host, self.settings.http_port, self.status
+                ).start()
+            except PortInUse as exc:
+                raise ConfigurationExit(exc) from None
 
     def merge_inplace(self, b: Mapping[str, Any]) -> None:
         self._fanout.drop([name for name in self._fanout.subs if name not in b])
@@ -244,6 +262,7 @@ class Scheduler(beat.Scheduler):
         self._stop.install()
         self._stop.ticking(True)
         self._ticking = True
+        self.watch.ticked()
         try:
             return self._tick()
         finally:
@@ -275,6 +294,7 @@ class Scheduler(beat.Scheduler):
         return False
 
     def _maintain(self) -> None:
+        self.watch.entries(len(self.entries))
         if self._store is None:
             self._open_store()
             if self._store is None:
@@ -406,7 +426,20 @@ class Scheduler(beat.Scheduler):
                 exc_info=first,
             )
             entry.slot = entry.pending = None
+        finally:
+            if entry.missed is not None:
+                self._report_missed(entry, now)
         return False
+
+    def _report_missed(self, entry: Entry, now: int) -> None:
+        """Tell the history and the metrics of the slots a catch-up just left out."""
+        missed = entry.missed
+        if missed is not None:
+            entry.missed = None
+            self.watch.missed(entry.name, missed[0], missed[1], missed[2], now)
+
+    def _skipped(self, name: str, slot: int, holder: str) -> None:
+        self.watch.skipped(name, slot, "overlap", self.now_ms(), holder)
 
     def _give_up_on(self, entry: Entry, why: str) -> None:
         logger.error("beat: entry %r has no more slots to send: %s", entry.name, why)
@@ -447,7 +480,7 @@ class Scheduler(beat.Scheduler):
         guards = {entry.name: run_guard(entry, cast(int, entry.slot)) for entry in batch}
         runs = {name: guard for name, guard in guards.items() if guard is not None}
         try:
-            claimed = store.claim(self.token, wanted, runs)
+            claimed = store.claim(self.token, wanted, runs, history=self.watch.outbox.drain())
         except Exception as exc:
             # The claim may have been made and its reply lost: remember the slots, so that this
             # beat, leading again, sends them (DESIGN.md §10).
@@ -514,14 +547,21 @@ class Scheduler(beat.Scheduler):
         failure: BaseException | None = None
         for entry, slot, outcome, error in settled:
             if outcome is Outcome.FAILED or outcome is Outcome.UNSENT:
+                self._published.pop(entry.name, None)
+                if outcome is Outcome.FAILED:
+                    self.watch.publish_failed()
                 back[entry.name] = slot
                 heappush(self._queue, (now + PUBLISH_RETRY_MS, entry.order, entry))
                 failure = failure or error
                 continue
+            published = self._published.pop(entry.name, None)
             if outcome is Outcome.SENT:
                 entry.last_slot = slot
                 entry.total_run_count += 1
+                if published is not None:
+                    self.watch.sent(entry.name, slot, *published)
             elif outcome is Outcome.DROPPED:
+                self.watch.publish_failed()
                 logger.error(
                     "beat: %s slot %s can never be sent, so it is dropped (%s: %s); fix the "
                     "entry's args, kwargs or options",
@@ -531,6 +571,7 @@ class Scheduler(beat.Scheduler):
                     error,
                 )
             else:
+                self.watch.publish_failed()
                 failure = failure or error
                 logger.warning(
                     "beat: %s slot %s may or may not have reached the broker (%s); it is not "
@@ -604,7 +645,9 @@ class Scheduler(beat.Scheduler):
             )
             self.app.control.revoke(replaced, terminate=True, connection=self.connection)
         logger.info("Scheduler: Sending due task %s (%s) slot %s", entry.name, entry.task, when)
-        self.send(entry, slot_task_id(entry.name, slot), when)
+        task_id = slot_task_id(entry.name, slot)
+        self._published[entry.name] = (task_id, self.now_ms())
+        self.send(entry, task_id, when)
         # Kept until the slot went out: a slot given back and sent again revokes again.
         self._overlaps.replacing.pop(entry.name, None)
 
@@ -643,8 +686,15 @@ class Scheduler(beat.Scheduler):
             return
         self._closed = True
         self._closing_at = time.monotonic()
+        if self._http is not None:
+            self._http.close()
         store = self._store
         if store is not None:
+            history = self.watch.outbox.drain()
+            try:
+                store.record(history)
+            except Exception:
+                logger.debug("beat: %d history record(s) not written", len(history), exc_info=True)
             self._lease.release(store)
             try:
                 store.close()
@@ -657,6 +707,29 @@ class Scheduler(beat.Scheduler):
             logger.info("beat: the broker did not answer the goodbye; leaving its connection")
         self._broker_io.close()
         self._store_io.close()
+
+    def status(self) -> dict[str, Any]:
+        """This beat as /status shows it: read from the HTTP thread, so only plain values."""
+        lease = self._lease
+        ready, why = self.watch.ready()
+        return {
+            "token": self.token,
+            "role": "leader" if lease.leader else "standby",
+            "leader": self.watch.holder,
+            "lease_left_s": round(max(0.0, lease.held_until - time.monotonic()), 3)
+            if lease.leader
+            else None,
+            "entries": len(self.entries),
+            "broken_entries": sorted(self.broken.copy()),  # copied at once: read off-thread
+            "store": {
+                "url": maybe_sanitize_url(self.settings.store_url),
+                "prefix": self.settings.key_prefix,
+                "ready": ready,
+                "detail": why,
+            },
+            "broker_outage": self._broker_outage,
+            "seconds_since_tick": round(self.watch.since_tick(), 3),
+        }
 
     @property
     def info(self) -> str:

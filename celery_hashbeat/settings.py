@@ -38,6 +38,9 @@ KNOWN_SETTINGS = (
     "hashbeat_store_options",
     "hashbeat_redis_use_ssl",
     "hashbeat_sentinel_master",
+    "hashbeat_http_port",
+    "hashbeat_http_host",
+    "hashbeat_metrics_entry_labels",
 )
 
 logger = logging.getLogger("celery_hashbeat.settings")
@@ -68,6 +71,7 @@ DEFAULT_KEY_PREFIX = "hashbeat"
 DEFAULT_LEASE_TTL = 10.0
 DEFAULT_RUNNING_TTL = 60.0
 DEFAULT_WORKERS_REFRESH = 60.0
+DEFAULT_HTTP_HOST = "127.0.0.1"
 
 #: The Redis store's timeouts; the SQLite store has one, ``timeout``.
 TIMEOUT_OPTIONS = ("socket_timeout", "socket_connect_timeout")
@@ -117,16 +121,13 @@ FLAG_WORDS = {"true": True, "1": True, "yes": True, "on": True}
 FLAG_WORDS |= {"false": False, "0": False, "no": False, "off": False}
 
 
-def flag(value: object, where: str) -> bool:
+def flag(value: object, where: str, advice: str) -> bool:
     """True or False (or their usual spellings in text), or an error naming ``where``."""
     if isinstance(value, bool):
         return value
     if isinstance(value, str) and value.strip().lower() in FLAG_WORDS:
         return FLAG_WORDS[value.strip().lower()]
-    raise ImproperlyConfigured(
-        f"{where} must be True or False, not {value!r}: set it to True to balance every "
-        "hashcron entry, or pass balanced=True to the ones you choose"
-    )
+    raise ImproperlyConfigured(f"{where} must be True or False, not {value!r}: set it to {advice}")
 
 
 def catch_up_window(value: object, where: str) -> float | None:
@@ -151,6 +152,12 @@ class Settings:
     workers_refresh: float = DEFAULT_WORKERS_REFRESH
     #: Whether hashcron entries without ``balanced=`` are balanced (DESIGN.md §16).
     balance: bool = False
+    #: The port of /metrics, /livez, /readyz and /status (DESIGN.md §14); None serves nothing,
+    #: 0 any free port.
+    http_port: int | None = None
+    http_host: str = DEFAULT_HTTP_HOST
+    #: Whether the per-entry metrics carry an ``entry`` label (one series per entry).
+    metrics_entry_labels: bool = False
 
     @property
     def lease_ttl_ms(self) -> int:
@@ -205,11 +212,56 @@ class Settings:
             "hashbeat_workers_refresh",
             "60",
         )
-        balance = flag(setting(conf, "hashbeat_balance", False), "hashbeat_balance")
-        options = store_options(conf, url, renew)
-        return cls(
-            url, prefix, ttl, renew, mode, window, options, overlap, running_ttl, refresh, balance
+        balance = flag(
+            setting(conf, "hashbeat_balance", False),
+            "hashbeat_balance",
+            "True to balance every hashcron entry, or pass balanced=True to the ones you choose",
         )
+        options = store_options(conf, url, renew)
+        port = http_port(conf.get("hashbeat_http_port"))
+        host = setting(conf, "hashbeat_http_host", DEFAULT_HTTP_HOST)
+        if not isinstance(host, str) or not host:
+            raise ImproperlyConfigured(
+                f"hashbeat_http_host must be an address to listen on, such as 127.0.0.1 or "
+                f"0.0.0.0 (every interface, as a Kubernetes probe needs), not {host!r}"
+            )
+        labels = flag(
+            setting(conf, "hashbeat_metrics_entry_labels", False),
+            "hashbeat_metrics_entry_labels",
+            "True for one series per entry, or leave it unset",
+        )
+        return cls(
+            url,
+            prefix,
+            ttl,
+            renew,
+            mode,
+            window,
+            options,
+            overlap,
+            running_ttl,
+            refresh,
+            balance,
+            http_port=port,
+            http_host=host,
+            metrics_entry_labels=labels,
+        )
+
+
+def http_port(value: object) -> int | None:
+    """A TCP port (numeric text too, as environment-driven settings often are), 0 for any free
+    one, or None to serve no HTTP."""
+    if value is None:
+        return None
+    number = value if isinstance(value, int) and not isinstance(value, bool) else None
+    if isinstance(value, str) and value.strip().isdigit():
+        number = int(value)
+    if number is None or not 0 <= number <= 65535:
+        raise ImproperlyConfigured(
+            f"hashbeat_http_port must be a TCP port number (0-65535, 0 for any free port), not "
+            f"{value!r}: set it to e.g. 9808, or leave it unset to serve no HTTP"
+        )
+    return number
 
 
 def store_options(conf: Any, url: str, renew: float) -> dict[str, Any]:

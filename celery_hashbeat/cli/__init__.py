@@ -8,6 +8,7 @@ from .explain import explain
 from .lint import lint
 from .output import EXIT_CODES_HELP
 from .schedule import schedule_command
+from .show import show
 from .spread import spread
 from .status import status
 
@@ -26,5 +27,5 @@ def main() -> None:
     pass
 
 
-for command in (explain, lint, schedule_command, spread, status):
+for command in (explain, lint, schedule_command, show, spread, status):
     main.add_command(command)

@@ -97,3 +97,8 @@ def stamp(ms: int, zone: tzinfo = timezone.utc) -> str:
     if ms % 1000:
         text += f".{ms % 1000:03d}"
     return f"{text} {when.tzname()}"
+
+
+def stamp_iso(ms: int) -> str:
+    """An instant as ISO 8601 in UTC, to the millisecond."""
+    return datetime.fromtimestamp(ms / 1000, timezone.utc).isoformat(timespec="milliseconds")

@@ -6,15 +6,25 @@ from __future__ import annotations
 
 import textwrap
 import time
-from datetime import datetime, timezone
 
 import click
+from celery import Celery
 
 from ..settings import DEFAULT_KEY_PREFIX
-from ..store import BeatInfo, LeaseInfo
+from ..store import BeatInfo, LeaseInfo, Store
 from ..store.base import Roster
-from .loading import app_option, app_settings, connected, find_celery_app
-from .output import Findings, duration, echo_json, json_option, relative, stamp, table
+from .loading import app_option, app_settings, build_entries, connected, find_celery_app
+from .output import (
+    Findings,
+    duration,
+    echo_json,
+    json_option,
+    relative,
+    stamp,
+    stamp_iso,
+    table,
+)
+from .show import Summary, records, summarize
 
 
 @click.command()
@@ -35,7 +45,7 @@ from .output import Findings, duration, echo_json, json_option, relative, stamp,
     default=10,
     show_default=True,
     type=click.IntRange(0),
-    help="How many of the last enqueued slots to list (--json lists all).",
+    help="How many of the last enqueued slots and of the entries to list (--json lists all).",
 )
 @json_option
 def status(
@@ -47,7 +57,9 @@ def status(
     as_json: bool,
 ) -> None:
     """Show the store, the leader and its lease, live beats, the last slots enqueued, the live
-    workers and the runs now queued or running.
+    workers, the runs now queued or running, and per entry its next slot (with the app), its
+    last outcome and the last hour's sent, skipped and missed slots (hashbeat show NAME tells
+    the whole history).
 
     The live workers are the leader's last census of them, which fans out the entries with
     "workers": "*"; they are shown once a leader took one. The runs are the run leases of
@@ -80,7 +92,9 @@ def status(
         slots = sorted(store.last_slots().items(), key=lambda item: (-item[1], item[0]))
         roster = store.roster()
         running = dict(sorted(store.running().items()))
-    now = int(time.time() * 1000)
+        now = int(time.time() * 1000)
+        listed = None if as_json else limit
+        entries = entry_lines(store, app, now, roster, [name for name, _ in slots], listed)
     if as_json:
         echo_json(
             {
@@ -101,6 +115,13 @@ def status(
                 "last_slots": dict(slots),
                 "workers": None if roster is None else roster_json(roster, now),
                 "running": running,
+                "entries": {
+                    name: {
+                        "next_slot": None if next_slot is None else stamp_iso(next_slot),
+                        **summary.json(),
+                    }
+                    for name, (next_slot, summary) in entries.items()
+                },
             }
         )
     else:
@@ -128,8 +149,57 @@ def status(
             )
             rows = [[entry, task_id] for entry, task_id in running.items()]
             click.echo(table(["ENTRY", "TASK ID"], rows, indent="  "))
+        if entries:
+            echo_entries(entries, now)
     if check and lease is None:
         raise Findings(f"no beat holds the lease in {where} (prefix {prefix!r})")
+
+
+def entry_lines(
+    store: Store,
+    app: Celery | None,
+    now: int,
+    roster: Roster | None,
+    fenced: list[str],
+    limit: int | None,
+) -> dict[str, tuple[int | None, Summary]]:
+    """Up to ``limit`` entries (all for None), in name order, each with its next slot (known
+    with the app, from its fence as a leader would plan it) and the summary of its history: the
+    app's entries, or without the app, those the store has fences for."""
+    planned: dict[str, int | None] = {}
+    if app is not None:
+        built = build_entries(app, now, None if roster is None else roster.nodes)
+        chosen = built.entries[:limit]
+        fences = store.fences([entry.name for entry in chosen])
+        for entry in chosen:
+            fence = fences.get(entry.name)
+            try:
+                entry.start(None if fence is None or fence.anchor else fence.slot, now)
+                planned[entry.name] = entry.slot
+            except Exception:  # a schedule that cannot say: shown without a next slot
+                planned[entry.name] = None
+    else:
+        planned = dict.fromkeys(sorted(fenced)[:limit])
+    return {name: (slot, summarize(records(store, name), now)) for name, slot in planned.items()}
+
+
+def echo_entries(entries: dict[str, tuple[int | None, Summary]], now: int) -> None:
+    click.echo(f"entries   {len(entries)} listed (hashbeat show NAME for the history)")
+    rows = []
+    for name, (slot, summary) in entries.items():
+        last = summary.last
+        rows.append(
+            [
+                name,
+                "" if slot is None else relative(slot, now),
+                "" if last is None else f"{last.outcome} {relative(last.at, now)}",
+                str(summary.sent),
+                str(summary.skipped),
+                str(summary.missed),
+            ]
+        )
+    headers = ["ENTRY", "NEXT", "LAST OUTCOME", "SENT/1H", "SKIPPED/1H", "MISSED/1H"]
+    click.echo(table(headers, rows, indent="  "))
 
 
 def echo_roster(roster: Roster, now: int) -> None:
@@ -160,8 +230,3 @@ def role(beat: BeatInfo, lease: LeaseInfo | None) -> str:
     if lease is not None and beat.token == lease.token:
         return "leader"
     return "standby" if beat.role == "standby" else "not leading (holds no lease)"
-
-
-def stamp_iso(ms: int) -> str:
-    """An instant as ISO 8601 in UTC, to the millisecond."""
-    return datetime.fromtimestamp(ms / 1000, timezone.utc).isoformat(timespec="milliseconds")

@@ -27,10 +27,16 @@ from __future__ import annotations
 import abc
 import json
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 logger = logging.getLogger("celery_hashbeat.store")
+
+#: The most outcomes kept per entry's history; older ones are dropped as new ones come in.
+HISTORY_CAP = 100
+
+#: (entry, record) pairs, oldest first, to append to the entries' histories.
+History = Sequence[tuple[str, str]]
 
 
 class StoreError(Exception):
@@ -196,8 +202,10 @@ class Store(abc.ABC):
         """
 
     @abc.abstractmethod
-    def renew(self, token: str, ttl_ms: int) -> bool:
-        """Extend the lease only if ``token`` still holds it. False means: step down at once."""
+    def renew(self, token: str, ttl_ms: int, history: History = ()) -> bool:
+        """Extend the lease only if ``token`` still holds it. False means: step down at once.
+        ``history`` is recorded as ``record`` would, in the same round trip, whatever the
+        answer."""
 
     @abc.abstractmethod
     def release(self, token: str) -> bool:
@@ -213,6 +221,7 @@ class Store(abc.ABC):
         token: str,
         slots: Mapping[str, tuple[int, str]],
         runs: Mapping[str, RunGuard] | None = None,
+        history: History = (),
     ) -> Claimed:
         """Fence a tick's due slots in one atomic step; ``slots`` maps entry -> (slot, fingerprint).
 
@@ -221,7 +230,8 @@ class Store(abc.ABC):
         is this very slot claimed by this very token: a caller whose earlier reply was lost
         recognises its own claim. A claim stores ``slot|token|previous|fingerprint``. An entry
         in ``runs`` is claimed with its run lease, as its RunGuard says. Returns the claimed
-        entries, with the run leases found held by other tasks.
+        entries, with the run leases found held by other tasks. ``history`` is recorded as
+        ``record`` would, in the same round trip, whether or not the lease is held.
         """
 
     @abc.abstractmethod
@@ -292,6 +302,15 @@ class Store(abc.ABC):
     def set_roster(self, token: str, nodes: Iterable[str], resolved_ms: int) -> bool:
         """Record the live worker nodes, only while ``token`` holds the lease. True if it did."""
         return self.share(token, "roster", format_roster(nodes, resolved_ms))
+
+    @abc.abstractmethod
+    def record(self, history: History) -> None:
+        """Append each (entry, record) to that entry's history, keeping its newest HISTORY_CAP.
+        Not lease-checked: a history says what happened, whoever saw it happen."""
+
+    @abc.abstractmethod
+    def history(self, entry: str, limit: int = HISTORY_CAP) -> list[str]:
+        """The newest ``limit`` records of ``entry``'s history, newest first."""
 
     @abc.abstractmethod
     def heartbeat(self, token: str, role: str, ttl_ms: int, schedule_digest: str = "") -> None:

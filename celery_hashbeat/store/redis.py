@@ -10,7 +10,8 @@ may touch them together:
   server's clock;
 - ``{p}:running:<entry>``: the entry's run lease, the task id, with the run TTL as its expiry;
 - ``{p}:roster``: ``<resolved ms>|<JSON list of worker nodes>``;
-- ``{p}:balance``: the leader's balanced assignment, JSON (DESIGN.md §16).
+- ``{p}:balance``: the leader's balanced assignment, JSON (DESIGN.md §16);
+- ``{p}:history:<entry>``: a list, the entry's newest outcomes first, trimmed to HISTORY_CAP.
 """
 
 from __future__ import annotations
@@ -40,9 +41,11 @@ from ._util import (
     mask_url,
 )
 from .base import (
+    HISTORY_CAP,
     BeatInfo,
     Claimed,
     Fence,
+    History,
     LeaseInfo,
     RunGuard,
     Store,
@@ -51,13 +54,38 @@ from .base import (
     StoreUnavailable,
 )
 
-# Extends the lease only while the caller's token holds it, so a deposed leader cannot revive it.
-RENEW_SCRIPT = """
+# Appends (entry, record) pairs taken from ARGV[first..] to the entries' history lists and trims
+# each to the cap, so a history never grows past it; shared by the scripts that carry history.
+RECORD_HISTORY = """
+local function record(prefix, cap, first, last)
+  for i = first, last, 2 do
+    redis.call('LPUSH', prefix .. ARGV[i], ARGV[i + 1])
+    redis.call('LTRIM', prefix .. ARGV[i], 0, cap - 1)
+  end
+end
+"""
+
+# Records history (ARGV[1] the cap, ARGV[2..] the pairs) and nothing else.
+RECORD_SCRIPT = (
+    RECORD_HISTORY
+    + """
+record(KEYS[1], tonumber(ARGV[1]), 2, #ARGV)
+return 1
+"""
+)
+
+# Records the history it carries (ARGV[3] the cap, ARGV[4..] the pairs), then extends the lease
+# only while the caller's token holds it, so a deposed leader cannot revive it.
+RENEW_SCRIPT = (
+    RECORD_HISTORY
+    + """
+record(KEYS[2], tonumber(ARGV[3]), 4, #ARGV)
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   return redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
 return 0
 """
+)
 
 # Deletes the lease and the caller's heartbeat only while the caller's token holds the lease, so a
 # late release spares a successor and a stopped beat is not listed as leader.
@@ -82,18 +110,23 @@ local function parse(value)
 end
 """
 
-# Under one lease check, claims each (entry, slot) whose slot is later than its fence, or which
-# this token already claimed (a retry after a lost reply), taking the run lease of a guarded one
-# as its mode says (store/base.py RunGuard); returns flat (entry, holder) pairs, holder "" unless
-# another task held the run lease, and "-" for a guarded entry left unclaimed for that reason.
+# Records the history it carries (ARGV[2] the cap, ARGV[3] how many history arguments follow),
+# then, under one lease check, claims each (entry, slot) whose slot is later than its fence, or
+# which this token already claimed (a retry after a lost reply), taking the run lease of a guarded
+# one as its mode says (store/base.py RunGuard); returns flat (entry, holder) pairs, holder ""
+# unless another task held the run lease, and "-" for a guarded entry left unclaimed for that
+# reason.
 CLAIM_SCRIPT = (
     PARSE_FENCE
+    + RECORD_HISTORY
     + """
+local start = 4 + tonumber(ARGV[3])
+record(KEYS[4], tonumber(ARGV[2]), 4, start - 1)
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return {}
 end
 local result = {}
-for i = 2, #ARGV, 6 do
+for i = start, #ARGV, 6 do
   local entry, mode, task = ARGV[i], ARGV[i + 3], ARGV[i + 4]
   local slot, token = parse(redis.call('HGET', KEYS[2], entry))
   local wanted = tonumber(ARGV[i + 1])
@@ -302,6 +335,7 @@ class RedisStore(Store):
         self._beats = f"{{{prefix}}}:beats"
         self._running = f"{{{prefix}}}:running:"
         self._shared = f"{{{prefix}}}:"
+        self._history = f"{{{prefix}}}:history:"
         self._sentinel, self._client, self._secret = _connect(url, options)
         self._renew = self._client.register_script(RENEW_SCRIPT)
         self._release = self._client.register_script(RELEASE_SCRIPT)
@@ -314,6 +348,7 @@ class RedisStore(Store):
         self._renew_runs = self._client.register_script(RENEW_RUNS_SCRIPT)
         self._release_run = self._client.register_script(RELEASE_RUN_SCRIPT)
         self._share = self._client.register_script(SHARE_SCRIPT)
+        self._record = self._client.register_script(RECORD_SCRIPT)
 
     def acquire(self, token: str, ttl_ms: int) -> bool:
         check_ttl(ttl_ms)
@@ -323,10 +358,11 @@ class RedisStore(Store):
                 return True
             return bool(self._client.get(self._leader) == token)
 
-    def renew(self, token: str, ttl_ms: int) -> bool:
+    def renew(self, token: str, ttl_ms: int, history: History = ()) -> bool:
         check_ttl(ttl_ms)
+        args: list[str | int] = [token, ttl_ms, HISTORY_CAP, *_flat(history)]
         with self._talking():
-            return bool(self._renew(keys=[self._leader], args=[token, ttl_ms]))
+            return bool(self._renew(keys=[self._leader, self._history], args=args))
 
     def release(self, token: str) -> bool:
         with self._talking():
@@ -343,12 +379,16 @@ class RedisStore(Store):
         token: str,
         slots: Mapping[str, tuple[int, str]],
         runs: Mapping[str, RunGuard] | None = None,
+        history: History = (),
     ) -> Claimed:
         check_token(token)
         if not slots:
+            if history:
+                self.record(history)
             return Claimed()
         runs = runs or {}
-        args: list[str | int] = [token]
+        recorded = _flat(history)
+        args: list[str | int] = [token, HISTORY_CAP, len(recorded), *recorded]
         for entry, (slot, fingerprint) in slots.items():
             guard = runs.get(entry)
             if guard is None:
@@ -357,7 +397,8 @@ class RedisStore(Store):
                 check_guard(guard)
                 args += (entry, int(slot), fingerprint, guard.mode, guard.task_id, guard.ttl_ms)
         with self._talking():
-            flat = self._claim(keys=[self._leader, self._fired, self._running], args=args)
+            keys = [self._leader, self._fired, self._running, self._history]
+            flat = self._claim(keys=keys, args=args)
         pairs = list(zip(flat[::2], flat[1::2], strict=True))
         return Claimed(
             (entry for entry, holder in pairs if not holder.startswith("-")),
@@ -445,6 +486,18 @@ class RedisStore(Store):
     def share(self, token: str, name: str, value: str) -> bool:
         with self._talking():
             return bool(self._share(keys=[self._leader, self._shared + name], args=[token, value]))
+
+    def record(self, history: History) -> None:
+        if not history:
+            return
+        with self._talking():
+            self._record(keys=[self._history], args=[HISTORY_CAP, *_flat(history)])
+
+    def history(self, entry: str, limit: int = HISTORY_CAP) -> list[str]:
+        if limit <= 0:
+            return []
+        with self._talking():
+            return list(self._client.lrange(self._history + entry, 0, limit - 1))
 
     def heartbeat(self, token: str, role: str, ttl_ms: int, schedule_digest: str = "") -> None:
         check_ttl(ttl_ms)
@@ -558,6 +611,11 @@ def _connect(
         raise config_error(url, "Sentinel needs a master name", "add ?master_name=mymaster")
     sentinels = Sentinel(hosts, sentinel_kwargs={**sockets, **opts.mapping("sentinel_kwargs")})
     return sentinels, sentinels.master_for(master, **kwargs), password or None
+
+
+def _flat(history: History) -> list[str]:
+    """(entry, record) pairs as the scripts read them: entry, record, entry, record..."""
+    return [text for pair in history for text in pair]
 
 
 def _glob(text: str) -> str:

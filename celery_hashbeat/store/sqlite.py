@@ -33,7 +33,17 @@ from ._util import (
     check_ttl,
     config_error,
 )
-from .base import BeatInfo, Claimed, Fence, LeaseInfo, RunGuard, Store, StoreUnavailable
+from .base import (
+    HISTORY_CAP,
+    BeatInfo,
+    Claimed,
+    Fence,
+    History,
+    LeaseInfo,
+    RunGuard,
+    Store,
+    StoreUnavailable,
+)
 
 # expires_ms is on the monotonic clock of the boot named by boot (see the module's docstring).
 SCHEMA = (
@@ -52,6 +62,9 @@ SCHEMA = (
     " NOT NULL, PRIMARY KEY (prefix, entry)) WITHOUT ROWID",
     "CREATE TABLE IF NOT EXISTS hashbeat_shared (prefix TEXT NOT NULL, name TEXT NOT NULL,"
     " value TEXT NOT NULL, PRIMARY KEY (prefix, name)) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS hashbeat_history (id INTEGER PRIMARY KEY, prefix TEXT NOT NULL,"
+    " entry TEXT NOT NULL, record TEXT NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS hashbeat_history_entry ON hashbeat_history (prefix, entry, id)",
 )
 
 #: Columns added since schema 1 (release 0.1), added in place to an older file; its fences read
@@ -73,7 +86,7 @@ ADDED_COLUMNS = {
 #: A lease or heartbeat row that is live at the monotonic instant given twice after the boot id.
 LIVE = "boot = ? AND expires_ms > ? AND expires_ms - ttl_ms <= ?"
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # Entries per ``IN (...)`` query: below the 999 bound parameters that older SQLite builds allow.
 CHUNK = 500
@@ -238,9 +251,10 @@ class SQLiteStore(Store):
             )
             return True
 
-    def renew(self, token: str, ttl_ms: int) -> bool:
+    def renew(self, token: str, ttl_ms: int, history: History = ()) -> bool:
         check_ttl(ttl_ms)
         with self._tx() as db:
+            self._record(db, history)
             if not self._holds(db, token):
                 return False
             db.execute(
@@ -269,14 +283,17 @@ class SQLiteStore(Store):
         token: str,
         slots: Mapping[str, tuple[int, str]],
         runs: Mapping[str, RunGuard] | None = None,
+        history: History = (),
     ) -> Claimed:
         check_token(token)
         runs = runs or {}
         for each in runs.values():
             check_guard(each)
         if not slots:
+            self.record(history)
             return Claimed()
         with self._tx() as db:
+            self._record(db, history)
             if not self._holds(db, token):
                 return Claimed()
             stored = self._stored(db, list(slots))
@@ -439,6 +456,41 @@ class SQLiteStore(Store):
                 (self._prefix, name, value),
             )
             return True
+
+    def _record(self, db: sqlite3.Connection, history: History) -> None:
+        """Append to the histories and trim each one written to its newest HISTORY_CAP."""
+        if not history:
+            return
+        db.executemany(
+            "INSERT INTO hashbeat_history (prefix, entry, record) VALUES (?, ?, ?)",
+            ((self._prefix, entry, record) for entry, record in history),
+        )
+        db.executemany(
+            "DELETE FROM hashbeat_history WHERE prefix = ? AND entry = ? AND id <= (SELECT id"
+            " FROM hashbeat_history WHERE prefix = ? AND entry = ? ORDER BY id DESC LIMIT 1"
+            " OFFSET ?)",
+            (
+                (self._prefix, entry, self._prefix, entry, HISTORY_CAP)
+                for entry in {entry for entry, _ in history}
+            ),
+        )
+
+    def record(self, history: History) -> None:
+        if not history:
+            return
+        with self._tx() as db:
+            self._record(db, history)
+
+    def history(self, entry: str, limit: int = HISTORY_CAP) -> list[str]:
+        if limit <= 0:
+            return []
+        with self._tx(write=False) as db:
+            rows = db.execute(
+                "SELECT record FROM hashbeat_history WHERE prefix = ? AND entry = ?"
+                " ORDER BY id DESC LIMIT ?",
+                (self._prefix, entry, limit),
+            )
+            return [row[0] for row in rows]
 
     def heartbeat(self, token: str, role: str, ttl_ms: int, schedule_digest: str = "") -> None:
         check_ttl(ttl_ms)

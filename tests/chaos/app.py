@@ -3,7 +3,8 @@ them (``celery -A tests.chaos.app beat -S celery_hashbeat.Scheduler``).
 
 Environment: ``HASHBEAT_CHAOS_BROKER``, ``HASHBEAT_CHAOS_STORE``, ``HASHBEAT_CHAOS_PREFIX``,
 ``HASHBEAT_CHAOS_QUEUE``, ``HASHBEAT_CHAOS_TTL`` (seconds), ``HASHBEAT_CHAOS_CATCH_UP``,
-``HASHBEAT_CHAOS_SCHEDULE`` (a name from ``schedule_for``) and, optionally,
+``HASHBEAT_CHAOS_SCHEDULE`` (a name from ``schedule_for``), ``HASHBEAT_CHAOS_HTTP_PORT`` (serve
+/metrics and the probes there; unset: no HTTP) and, optionally,
 ``HASHBEAT_CHAOS_PUBLISH_LOG``: a file where the beat appends ``entry, slot, publish time`` after
 every publish, for the punctuality benchmark; ``HASHBEAT_CHAOS_IDLE_THREAD=1`` starts an idle
 thread at import, as error trackers and metrics exporters do (a signal may then reach any thread).
@@ -51,6 +52,18 @@ def schedule_for(name: str) -> dict[str, dict[str, Any]]:
             **chaos_schedule(),
             "quarter-second": {"task": TASK, "schedule": hashinterval(0.25)},
         }
+    if kind == "observe":
+        return {
+            **chaos_schedule(),
+            # Its first run holds the run lease for hashbeat_running_ttl (no worker releases it),
+            # so every later slot is skipped for overlap.
+            "guarded": {"task": TASK, "schedule": hashcron("*/1 * * * * *"), "overlap": "skip"},
+            "skip-missed": {
+                "task": TASK,
+                "schedule": hashcron("*/1 * * * * *"),
+                "catch_up": "skip",
+            },
+        }
     if kind == "burst":
         return {
             f"burst-{i}": {"task": TASK, "schedule": hashcron("* * * * * *")}
@@ -87,6 +100,7 @@ app.conf.update(
     hashbeat_lease_ttl=float(env("TTL", "3")),
     hashbeat_catch_up=env("CATCH_UP", "all"),
     beat_schedule=schedule_for(env("SCHEDULE", "chaos")),
+    hashbeat_http_port=os.environ.get("HASHBEAT_CHAOS_HTTP_PORT") or None,
 )
 
 

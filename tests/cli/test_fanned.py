@@ -134,9 +134,9 @@ def test_schedule_with_no_live_worker(run: Run, store: Store) -> None:
 def test_status_shows_the_roster_and_the_run_leases(run: Run, store: Store) -> None:
     done = run("hashbeat", "status", "-A", FANNED)
     assert done.returncode == 0, done.stderr
-    assert [line.split()[0] for line in done.stdout.splitlines()] == [
-        "store", "leader", "beats", "enqueued",
-    ]  # fmt: skip
+    heads = [line.split()[0] for line in done.stdout.splitlines()]
+    assert heads[:5] == ["store", "leader", "beats", "enqueued", "entries"]  # no roster, no runs
+    assert heads[5] == "ENTRY"
     shown = json.loads(run("hashbeat", "status", "-A", FANNED, "--json").stdout)
     assert (shown["workers"], shown["running"]) == (None, {})
 

@@ -65,7 +65,19 @@ def fanout_schedule() -> dict[str, dict[str, Any]]:
     }
 
 
-SCHEDULES = {"overlap": overlap_schedule, "fanout": fanout_schedule}
+def history_schedule() -> dict[str, dict[str, Any]]:
+    """One entry that runs 0.3 s and one that fails, every 2 s."""
+    return {
+        "quick": {
+            "task": "workers.run",
+            "schedule": hashcron(EVERY_2S),
+            "kwargs": {"seconds": 0.3},
+        },
+        "raises": {"task": "workers.fail", "schedule": hashcron(EVERY_2S)},
+    }
+
+
+SCHEDULES = {"overlap": overlap_schedule, "fanout": fanout_schedule, "history": history_schedule}
 
 app = Celery("hashbeat-workers")
 app.conf.update(

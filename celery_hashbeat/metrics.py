@@ -1,0 +1,110 @@
+"""The beat's Prometheus metrics (DESIGN.md §14), in a registry of its own.
+
+Each scheduler has its own registry, so two schedulers in one process (tests, an embedded beat)
+never collide, and /metrics shows this beat's numbers only. Per-entry counters carry an ``entry``
+label only when ``hashbeat_metrics_entry_labels`` is on: otherwise 100,000 entries would be
+100,000 series. The lateness histogram never has one.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.exposition import generate_latest
+
+#: Seconds from a slot to its publish: from "on time" to "caught up after an outage".
+LATENESS_BUCKETS = (
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+    300.0,
+    float("inf"),
+)
+
+
+class Metrics:
+    """Every metric the beat exports, updated from the tick (and the publish thread)."""
+
+    def __init__(self, entry_labels: bool = False) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.entry_labels = entry_labels
+        per_entry = ("entry",) if entry_labels else ()
+        registry = self.registry
+        self.leader = Gauge(
+            "hashbeat_leader", "1 while this beat holds the lease, else 0", registry=registry
+        )
+        self.leader_changes = Counter(
+            "hashbeat_leader_changes",
+            "Times this beat became leader or stopped being leader",
+            registry=registry,
+        )
+        self.sent = Counter(
+            "hashbeat_sent", "Slots this beat published", per_entry, registry=registry
+        )
+        self.skipped = Counter(
+            "hashbeat_skipped",
+            "Slots not sent, by reason (overlap: the previous run was still queued or running)",
+            ("reason", *per_entry),
+            registry=registry,
+        )
+        self.missed = Counter(
+            "hashbeat_missed",
+            "Slots the catch-up policy left out after an outage or a leader change",
+            per_entry,
+            registry=registry,
+        )
+        self.lateness = Histogram(
+            "hashbeat_send_lateness_seconds",
+            "Publish time minus slot time",
+            buckets=LATENESS_BUCKETS,
+            registry=registry,
+        )
+        self.store_errors = Counter(
+            "hashbeat_store_errors",
+            "Store calls that failed or did not answer in time",
+            registry=registry,
+        )
+        self.publish_errors = Counter(
+            "hashbeat_publish_errors",
+            "Publishes that failed or may not have reached the broker",
+            registry=registry,
+        )
+        self.entries = Gauge("hashbeat_entries", "Entries in the schedule", registry=registry)
+        self.tick_age = Gauge(
+            "hashbeat_seconds_since_tick",
+            "Seconds since the tick loop last turned (what /livez judges)",
+            registry=registry,
+        )
+        self._was_leader = False
+
+    def set_leader(self, leader: bool) -> None:
+        if leader != self._was_leader:
+            self._was_leader = leader
+            self.leader.set(1 if leader else 0)
+            self.leader_changes.inc()
+
+    def count_sent(self, entry: str, lateness_s: float) -> None:
+        (self.sent.labels(entry) if self.entry_labels else self.sent).inc()
+        self.lateness.observe(lateness_s)
+
+    def count_skipped(self, entry: str, reason: str) -> None:
+        labels = (reason, entry) if self.entry_labels else (reason,)
+        self.skipped.labels(*labels).inc()
+
+    def count_missed(self, entry: str, count: int) -> None:
+        (self.missed.labels(entry) if self.entry_labels else self.missed).inc(count)
+
+    def exposition(self) -> bytes:
+        """The registry in Prometheus' text format."""
+        return bytes(generate_latest(self.registry))

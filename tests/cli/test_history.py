@@ -1,0 +1,81 @@
+"""``hashbeat show NAME`` and the per-entry lines of ``hashbeat status`` (DESIGN.md §14), read from
+histories written to the store as the beat and the workers write them."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+
+from click.testing import Result
+
+from celery_hashbeat.cli.output import Exit
+from celery_hashbeat.history import Record, encode
+from celery_hashbeat.store import Store
+
+Invoke = Callable[..., Result]
+BEAT = "host:7:abc"
+
+
+def written(store: Store, now: int) -> None:
+    """refresh-prices: sent, run and succeeded; then skipped for overlap; then missed in an
+    outage (three slots); and one record of two hours ago, outside the status window."""
+    slot = now - 180_000
+    records = [
+        Record("sent", now - 7_200_000, now - 7_200_000, BEAT),
+        Record("sent", slot, slot + 4, BEAT, "task-1", lateness_ms=4),
+        Record("started", slot, slot + 20, "celery@w1", "task-1"),
+        Record("succeeded", slot, now - 60_000, "celery@w1", "task-1", run_ms=119_980),
+        Record("skipped", now - 120_000, now - 120_000, BEAT, "task-1", "overlap"),
+        Record("missed", now - 60_000, now, BEAT, reason="catch_up=skip", count=3),
+    ]
+    store.record([*(("refresh-prices", encode(r)) for r in records), ("refresh-prices", "x")])
+
+
+def test_show_prints_the_history_newest_first(invoke: Invoke, app_store: Store) -> None:
+    now = int(time.time() * 1000)
+    written(app_store, now)
+    result = invoke("show", "refresh-prices", "-A", "tests.cli.proj")
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0].startswith("next slot  ")
+    assert lines[1].split() == ["WHEN", "OUTCOME", "SLOT", "BY", "TASK", "ID", "DETAIL"]
+    outcomes = [line.split()[3] for line in lines[2:]]
+    assert outcomes == ["missed", "skipped", "succeeded", "started", "sent", "sent"]
+    assert lines[2].endswith("catch_up=skip, 3 slots")
+    assert lines[3].endswith("overlap")
+    assert lines[4].endswith("ran 119980 ms") and "celery@w1" in lines[4]
+    assert lines[6].endswith("4 ms late")
+
+    shown = json.loads(invoke("show", "refresh-prices", "-A", "tests.cli.proj", "--json").output)
+    assert shown["entry"] == "refresh-prices" and shown["next_slot"]
+    assert shown["history"][0]["outcome"] == "missed"
+    assert shown["history"][0]["count"] == 3
+    assert shown["history"][2]["run_ms"] == 119_980
+
+
+def test_show_of_an_entry_without_history_says_what_to_check(
+    invoke: Invoke, app_store: Store
+) -> None:
+    result = invoke("show", "no-such-entry", "-A", "tests.cli.proj")
+    assert result.exit_code == Exit.FINDINGS
+    assert "has no history" in result.output and "check the name" in result.output
+
+
+def test_status_shows_next_slot_last_outcome_and_the_hours_counts(
+    invoke: Invoke, app_store: Store
+) -> None:
+    now = int(time.time() * 1000)
+    written(app_store, now)
+    result = invoke("status", "-A", "tests.cli.proj", "--limit", "20")
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    row = next(line.split() for line in lines if line.startswith("  refresh-prices "))
+    # name, "in Xm..", "missed", "Xms ago", then sent, skipped and missed of the last hour
+    assert row[1] == "in" and row[3] == "missed" and row[-3:] == ["1", "1", "3"], row
+    shown = json.loads(invoke("status", "-A", "tests.cli.proj", "--json").output)
+    entry = shown["entries"]["refresh-prices"]
+    assert entry["last_hour"] == {"sent": 1, "skipped": 1, "missed": 3}
+    assert entry["last_outcome"]["outcome"] == "missed"
+    assert entry["next_slot"].endswith("+00:00")
+    assert shown["entries"]["sync"]["last_outcome"] is None

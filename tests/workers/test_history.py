@@ -1,0 +1,55 @@
+"""The worker's side of the history (DESIGN.md §14): a real prefork worker adds started and
+succeeded or failed, with the run time, to the history the beat began with sent."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import pytest
+
+from celery_hashbeat.history import Record, decode
+from tests.support.processes import wait_until
+from tests.workers.scenario import Scenario
+
+pytestmark = pytest.mark.slow
+
+NODE = "w1@hashbeat-test"
+
+
+def by_task(scenario: Scenario, entry: str) -> dict[str, dict[str, Record]]:
+    """Each task id of ``entry``'s history with its records by outcome."""
+    runs: dict[str, dict[str, Record]] = defaultdict(dict)
+    for text in scenario.store.history(entry):
+        record = decode(text)
+        if record is not None and record.task_id:
+            runs[record.task_id].setdefault(record.outcome, record)
+    return runs
+
+
+def ended(scenario: Scenario, entry: str, outcome: str) -> bool:
+    return any(
+        {"sent", "started", outcome} <= set(run) for run in by_task(scenario, entry).values()
+    )
+
+
+def test_a_slot_task_is_recorded_end_to_end(tmp_path_factory: pytest.TempPathFactory) -> None:
+    scenario = Scenario(tmp_path_factory.mktemp("history"), "history")
+    try:
+        scenario.worker(NODE, f"{scenario.prefix}-default", concurrency=2)
+        scenario.beat("beat-1")
+        assert wait_until(
+            lambda: ended(scenario, "quick", "succeeded") and ended(scenario, "raises", "failed"),
+            30,
+            0.2,
+        ), scenario.diagnostics()
+        run = next(r for r in by_task(scenario, "quick").values() if "succeeded" in r)
+        sent, started, done = run["sent"], run["started"], run["succeeded"]
+        assert sent.slot == started.slot == done.slot
+        assert started.by == done.by == NODE
+        assert sent.by.count(":") == 2  # the beat's token, hostname:pid:random
+        assert done.run_ms is not None and 300 <= done.run_ms < 2_000
+        assert sent.at <= started.at <= done.at
+        failed = next(r for r in by_task(scenario, "raises").values() if "failed" in r)["failed"]
+        assert failed.run_ms is not None and failed.reason == ""
+    finally:
+        scenario.close()
