@@ -21,9 +21,9 @@ from celery.utils.log import get_logger
 from kombu.utils.url import maybe_sanitize_url
 
 from celery_hashbeat.background import Abandoned, Guarded, Runner
-from celery_hashbeat.balancing import Balancer
-from celery_hashbeat.entries import Entry, EntryError, SharedSlots, build_entry, schedule_digest
-from celery_hashbeat.fanout import FanOut, WorkerCensus
+from celery_hashbeat.catalog import Catalog
+from celery_hashbeat.entries import Entry, EntryError
+from celery_hashbeat.fanout import WorkerCensus
 from celery_hashbeat.http import HealthServer, PortInUse
 from celery_hashbeat.lease import Lease, new_token
 from celery_hashbeat.messages import send_slot, slot_iso, slot_task_id
@@ -44,7 +44,7 @@ from celery_hashbeat.store import open_store
 from celery_hashbeat.store.base import StoreConfigError, StoreUnavailable
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Mapping
+    from collections.abc import Callable, Mapping
 
     from celery import Celery
     from celery.beat import ScheduleEntry
@@ -82,10 +82,11 @@ class Scheduler(beat.Scheduler):
         self._http: HealthServer | None = None
         #: Wall-clock seconds since the epoch; slots are computed from it.
         self.clock: Callable[[], float] = time.time
-        self.entries: dict[str, Entry] = {}
+        self._catalog = Catalog(app, self.settings, self.now_ms, self._added)
+        self.entries = self._catalog.entries
         #: Names of configured entries that could not run: their fences are kept.
-        self.broken: set[str] = set()
-        self._shared = SharedSlots(app)
+        self.broken = self._catalog.broken
+        self._shared = self._catalog.shared
         self._queue: list[tuple[int, int, Entry]] = []
         self._store: Store | None = None
         self._lease = Lease(self.settings, self.token)
@@ -102,10 +103,10 @@ class Scheduler(beat.Scheduler):
         self._broker_outage: str | None = None
         #: Entries whose schedule failed to plan, so the traceback is logged once only.
         self._unplanned: set[str] = set()
-        self._fanout = FanOut()
+        self._fanout = self._catalog.fanout
+        self._balancer = self._catalog.balancer
         #: The balancer's version last kept in the store by this beat as leader.
         self._balance_shared = -1
-        self._balancer = Balancer(self.settings.balance, str(app.timezone), self._fanout.parent_of)
         self._census = WorkerCensus(app, self.settings.workers_refresh)
         self._overlaps = Overlaps(self._skipped)
         #: Entry -> (task id, publish time in ms) of the slot now being published.
@@ -141,12 +142,7 @@ class Scheduler(beat.Scheduler):
         """Load (or reload) beat_schedule and Celery's default entries, then open the store."""
         self.merge_inplace(self.app.conf.beat_schedule)
         self.install_default_entries(self.entries)
-        # Sub-entries of "*" follow the live workers, so they are left out: beats that have not
-        # seen the same census still run the same configuration.
-        dynamic = self._fanout.is_dynamic
-        self._lease.schedule_digest = schedule_digest(
-            entry for entry in self.entries.values() if not dynamic(entry.name)
-        )
+        self._lease.schedule_digest = self._catalog.digest()
         warn_unreachable_leases(self.entries.values(), self.settings.store_url)
         if self._fanout.subs and not self.app.conf.worker_direct:
             logger.warning(
@@ -167,60 +163,16 @@ class Scheduler(beat.Scheduler):
                 raise ConfigurationExit(exc) from None
 
     def merge_inplace(self, b: Mapping[str, Any]) -> None:
-        self._fanout.drop([name for name in self._fanout.subs if name not in b])
-        plain = self._expand(b)
-        self._deactivate([name for name in self.entries if name not in plain])
-        self.broken.intersection_update({*plain, *b})
-        self._update(plain)
+        self._catalog.merge(b)
 
     def update_from_dict(self, dict_: Mapping[str, Any]) -> None:
         """Add or replace entries; an entry that cannot run is logged by name and skipped."""
-        self._update(self._expand(dict_))
+        self._catalog.update(dict_)
 
-    def _expand(self, schedule: Mapping[str, Any]) -> dict[str, Any]:
-        """``schedule`` with each fanned-out entry replaced by its sub-entries (DESIGN.md §11);
-        one that cannot be fanned out is logged by name and skipped."""
-        expansion = self._fanout.expand(schedule)
-        for name, error in expansion.broken.items():
-            logger.error("beat: skipping %s", error)
-            self.broken.add(name)
-        self._deactivate(expansion.gone)
-        return expansion.plain
-
-    def _deactivate(self, names: Iterable[str]) -> None:
-        """Take entries out of the schedule; their places in the queue are skipped. Balanced
-        entries whose values move with their departure are built again."""
-        names = list(names)
-        for name in names:
-            old = self.entries.pop(name, None)
-            if old is not None:
-                old.active = False
-        moved = self._balancer.drop(names)
-        if moved:
-            self._update(moved)
-
-    def _update(self, dict_: Mapping[str, Any]) -> None:
-        now = self.now_ms()
-        failed = []
-        for name, definition in self._balancer.take(dict_).items():
-            try:
-                entry = build_entry(name, definition, self.settings, self._shared, now)
-            except EntryError as exc:
-                logger.error("beat: skipping %s", exc)
-                self.broken.add(name)
-                failed.append(name)
-                continue
-            self.broken.discard(name)
-            current = self.entries.get(name)
-            if current is not None:
-                if current.same_as(entry):
-                    continue
-                current.active = False
-            self.entries[name] = entry
-            if self._lease.leader:
-                self._anchor(entry, now)
-        if failed:
-            self._deactivate(failed)
+    def _added(self, entry: Entry, now: int) -> None:
+        """A new or changed entry: as leader, anchor it in the store (DESIGN.md §10)."""
+        if self._lease.leader:
+            self._anchor(entry, now)
 
     def add(self, **kwargs: Any) -> ScheduleEntry:
         name = kwargs.pop("name")
@@ -371,14 +323,12 @@ class Scheduler(beat.Scheduler):
     def _regroup(self, nodes: tuple[str, ...]) -> None:
         """Fan the ``"*"`` entries out to ``nodes``: a worker that joined starts at its next
         slot, one that left gets no more runs (and its fences go, so a return starts afresh)."""
-        expansion = self._fanout.regroup(nodes)
-        self._deactivate(expansion.gone)
-        if expansion.gone and self._lease.leader and self._store is not None:
+        gone = self._catalog.regroup(nodes)
+        if gone and self._lease.leader and self._store is not None:
             try:
-                self._store.forget(self.token, expansion.gone)
+                self._store.forget(self.token, gone)
             except Exception as exc:
                 self._lease.failed(exc, time.monotonic())
-        self._update(expansion.plain)
 
     def _resume(self, entry: Entry, fence: Fence | None, now: int) -> None:
         """Plan ``entry`` from its fence; a slot this beat claimed and never sent is sent now

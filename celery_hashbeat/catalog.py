@@ -1,0 +1,115 @@
+"""The schedule's entries, as beat_schedule, the live workers and the balancer make them.
+
+A Catalog turns definitions into entries: fanned-out entries into their copies (DESIGN.md §11),
+balanced hashcron entries placed by the balancer (§16), each built and checked; an entry that
+cannot run is logged by name and skipped, the others run. It knows nothing of the lease or the
+store: what becomes of a new entry is the caller's (``added``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from celery.utils.log import get_logger
+
+from celery_hashbeat.balancing import Balancer
+from celery_hashbeat.entries import Entry, EntryError, SharedSlots, build_entry, schedule_digest
+from celery_hashbeat.fanout import FanOut
+
+if TYPE_CHECKING:
+    from celery import Celery
+
+    from celery_hashbeat.settings import Settings
+
+logger = get_logger("celery_hashbeat.scheduler")
+
+
+class Catalog:
+    """Every entry of one scheduler, by name, and the configured ones that cannot run."""
+
+    def __init__(
+        self,
+        app: Celery,
+        settings: Settings,
+        now: Callable[[], int],
+        added: Callable[[Entry, int], None],
+    ) -> None:
+        self.settings = settings
+        self.entries: dict[str, Entry] = {}
+        #: Names of configured entries that could not run: their fences are kept.
+        self.broken: set[str] = set()
+        self.shared = SharedSlots(app)
+        self.fanout = FanOut()
+        self.balancer = Balancer(settings.balance, str(app.timezone), self.fanout.parent_of)
+        self._now = now
+        self._added = added
+
+    def merge(self, schedule: Mapping[str, Any]) -> None:
+        """Take ``schedule`` as the whole configuration: entries not in it leave."""
+        self.fanout.drop([name for name in self.fanout.subs if name not in schedule])
+        plain = self._expand(schedule)
+        self.deactivate([name for name in self.entries if name not in plain])
+        self.broken.intersection_update({*plain, *schedule})
+        self._build(plain)
+
+    def update(self, definitions: Mapping[str, Any]) -> None:
+        """Add or replace entries."""
+        self._build(self._expand(definitions))
+
+    def regroup(self, nodes: tuple[str, ...]) -> set[str]:
+        """Fan the ``"*"`` entries out to ``nodes``; the copies of workers that left."""
+        expansion = self.fanout.regroup(nodes)
+        self.deactivate(expansion.gone)
+        self._build(expansion.plain)
+        return expansion.gone
+
+    def deactivate(self, names: Iterable[str]) -> None:
+        """Take entries out; their places in the scheduler's queue are skipped. Balanced entries
+        whose values move with their departure are built again."""
+        names = list(names)
+        for name in names:
+            old = self.entries.pop(name, None)
+            if old is not None:
+                old.active = False
+        moved = self.balancer.drop(names)
+        if moved:
+            self._build(moved)
+
+    def digest(self) -> str:
+        """What this beat runs, in a few characters. Copies on every live worker are left out:
+        beats that have not seen the same census still run the same configuration."""
+        dynamic = self.fanout.is_dynamic
+        return schedule_digest(entry for entry in self.entries.values() if not dynamic(entry.name))
+
+    def _expand(self, schedule: Mapping[str, Any]) -> dict[str, Any]:
+        """``schedule`` with each fanned-out entry replaced by its copies; one that cannot be
+        fanned out is logged by name and skipped."""
+        expansion = self.fanout.expand(schedule)
+        for name, error in expansion.broken.items():
+            logger.error("beat: skipping %s", error)
+            self.broken.add(name)
+        self.deactivate(expansion.gone)
+        return expansion.plain
+
+    def _build(self, definitions: Mapping[str, Any]) -> None:
+        now = self._now()
+        failed = []
+        for name, definition in self.balancer.take(definitions).items():
+            try:
+                entry = build_entry(name, definition, self.settings, self.shared, now)
+            except EntryError as exc:
+                logger.error("beat: skipping %s", exc)
+                self.broken.add(name)
+                failed.append(name)
+                continue
+            self.broken.discard(name)
+            current = self.entries.get(name)
+            if current is not None:
+                if current.same_as(entry):
+                    continue
+                current.active = False
+            self.entries[name] = entry
+            self._added(entry, now)
+        if failed:
+            self.deactivate(failed)
