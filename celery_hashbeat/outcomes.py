@@ -3,7 +3,9 @@
 When a task sent for a slot (its message carries ``hashbeat_entry`` and ``hashbeat_slot``) starts
 and ends, the worker adds ``started`` and then ``succeeded`` or ``failed`` (with how long it ran)
 to the entry's history, so ``hashbeat show`` tells each run end to end. A retry ends its attempt
-as ``failed`` with the reason ``retry``.
+as ``failed`` with the reason ``retry``. A task that ends without its own process saying so
+(its process lost, killed, or the task revoked before it ran) is recorded ``failed`` by the
+worker's main process, with the reason.
 
 As with the run leases (running.py), nothing here runs on the task's thread beyond putting a
 record on a queue: one thread per process writes them, in batches, to the store of the task's
@@ -19,10 +21,12 @@ import queue
 import socket
 import threading
 import time
+from collections import OrderedDict
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from celery.signals import task_postrun, task_prerun
+from billiard.exceptions import WorkerLostError
+from celery.signals import task_failure, task_postrun, task_prerun, task_received, task_revoked
 from celery.utils.log import get_logger
 
 from celery_hashbeat.history import FAILED, STARTED, SUCCEEDED, Record, encode
@@ -109,9 +113,20 @@ class OutcomeWriter:
 writer = OutcomeWriter()
 
 
+#: Slot tasks a worker's main process received and has not seen end, at most this many.
+REMEMBERED = 10_000
+
+#: In a worker's main process: slot tasks received, task id -> (entry, slot ms, worker).
+_received: OrderedDict[str, tuple[str, int, str]] = OrderedDict()
+
+
 def _slot_of(task: Any) -> tuple[str, int] | None:
     """The entry and slot (UTC epoch ms) of a slot task's message, or None for any other task."""
-    request = getattr(task, "request", None)
+    return _slot_in(getattr(task, "request", None))
+
+
+def _slot_in(request: Any) -> tuple[str, int] | None:
+    """The entry and slot a task's request (or its message's request dict) carries."""
     get = getattr(request, "get", None)
     if get is None:
         return None
@@ -163,3 +178,40 @@ def _ended(task_id: str = "", task: Any = None, state: str | None = None, **_: A
         writer.add(task.app, found[0], record)
     except Exception:
         logger.debug("hashbeat: could not record an end", exc_info=True)
+
+
+@task_received.connect(weak=False)
+def _remember(request: Any = None, **_: Any) -> None:
+    found = _slot_in(getattr(request, "request_dict", None))
+    if found is not None:
+        node = getattr(request, "hostname", None) or socket.gethostname()
+        _received[request.id] = (*found, str(node))
+        while len(_received) > REMEMBERED:
+            _received.popitem(last=False)
+
+
+@task_failure.connect(weak=False)
+def _failed(sender: Any = None, task_id: str = "", exception: Any = None, **_: Any) -> None:
+    # Any other failure is told by the process that ran the task, in task_postrun.
+    if isinstance(exception, WorkerLostError):
+        _died(getattr(sender, "app", None), task_id, "worker lost")
+
+
+@task_revoked.connect(weak=False)
+def _revoked(
+    request: Any = None, terminated: bool = False, expired: bool = False, **_: Any
+) -> None:
+    reason = "expired" if expired else "revoked and terminated" if terminated else "revoked"
+    _died(getattr(request, "app", None), getattr(request, "id", ""), reason)
+
+
+def _died(app: Celery | None, task_id: str, reason: str) -> None:
+    """In the worker's main process: a slot task that ended without its process saying so."""
+    try:
+        found = _received.pop(task_id, None)
+        if found is None or app is None:
+            return
+        entry, slot, node = found
+        writer.add(app, entry, Record(FAILED, slot, int(time.time() * 1000), node, task_id, reason))
+    except Exception:
+        logger.debug("hashbeat: could not record a lost task", exc_info=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import time
 from typing import Any
 
@@ -66,7 +67,8 @@ def fanout_schedule() -> dict[str, dict[str, Any]]:
 
 
 def history_schedule() -> dict[str, dict[str, Any]]:
-    """One entry that runs 0.3 s and one that fails, every 2 s."""
+    """Every 2 s: a run of 0.3 s, a failure, a task killed by its time limit, and one whose
+    process dies under it."""
     return {
         "quick": {
             "task": "workers.run",
@@ -74,6 +76,8 @@ def history_schedule() -> dict[str, dict[str, Any]]:
             "kwargs": {"seconds": 0.3},
         },
         "raises": {"task": "workers.fail", "schedule": hashcron(EVERY_2S)},
+        "time-limited": {"task": "workers.hangs", "schedule": hashcron(EVERY_2S)},
+        "dies": {"task": "workers.dies", "schedule": hashcron(EVERY_2S)},
     }
 
 
@@ -151,3 +155,10 @@ def retry_once(self: Task[Any, Any]) -> None:
     if not self.request.retries:
         raise self.retry(countdown=0.3)
     record(self, "end")
+
+
+@app.task(name="workers.dies", bind=True)
+def dies(self: Task[Any, Any]) -> None:
+    """Its pool process is killed mid-run, as the OOM killer would."""
+    record(self, "start")
+    os.kill(os.getpid(), signal.SIGKILL)

@@ -38,7 +38,12 @@ def test_a_slot_task_is_recorded_end_to_end(tmp_path_factory: pytest.TempPathFac
         scenario.worker(NODE, f"{scenario.prefix}-default", concurrency=2)
         scenario.beat("beat-1")
         assert wait_until(
-            lambda: ended(scenario, "quick", "succeeded") and ended(scenario, "raises", "failed"),
+            lambda: (
+                ended(scenario, "quick", "succeeded")
+                and ended(scenario, "raises", "failed")
+                and ended(scenario, "time-limited", "failed")
+                and ended(scenario, "dies", "failed")
+            ),
             30,
             0.2,
         ), scenario.diagnostics()
@@ -51,5 +56,13 @@ def test_a_slot_task_is_recorded_end_to_end(tmp_path_factory: pytest.TempPathFac
         assert sent.at <= started.at <= done.at
         failed = next(r for r in by_task(scenario, "raises").values() if "failed" in r)["failed"]
         assert failed.run_ms is not None and failed.reason == ""
+        # Its process died under it, so the worker's main process tells the end, once.
+        lost = [r for r in scenario.store.history("dies") if '"failed"' in r]
+        assert lost, scenario.diagnostics()
+        died = decode(lost[-1])
+        assert died is not None and died.reason == "worker lost" and died.by == NODE
+        assert len({decode(text).task_id for text in lost}) == len(lost)  # type: ignore[union-attr]
+        limited = [r for r in scenario.store.history("time-limited") if '"failed"' in r]
+        assert len({decode(text).task_id for text in limited}) == len(limited)  # type: ignore[union-attr]
     finally:
         scenario.close()
