@@ -21,6 +21,7 @@ from celery.utils.log import get_logger
 from kombu.utils.url import maybe_sanitize_url
 
 from celery_hashbeat.background import Abandoned, Guarded, Runner
+from celery_hashbeat.compat import BEAT_LOGGER, LiveSchedule, apply_changes, warn_differences
 from celery_hashbeat.entries import Entry, EntryError, SharedSlots, build_entry, schedule_digest
 from celery_hashbeat.fanout import FanOut, WorkerCensus
 from celery_hashbeat.lease import Lease, new_token
@@ -133,6 +134,7 @@ class Scheduler(beat.Scheduler):
             entry for entry in self.entries.values() if not dynamic(entry.name)
         )
         warn_unreachable_leases(self.entries.values(), self.settings.store_url)
+        warn_differences(self.entries.values(), self.settings)
         if self._fanout.subs and not self.app.conf.worker_direct:
             logger.warning(
                 "beat: entries with 'workers' are sent to each worker's direct queue, which "
@@ -200,8 +202,9 @@ class Scheduler(beat.Scheduler):
             raise EntryError(f"entry {name!r} cannot run; see the log")
         return self.entries[name]
 
-    def get_schedule(self) -> dict[str, ScheduleEntry]:
-        return dict(self.entries)
+    def get_schedule(self) -> LiveSchedule:  # type: ignore[override]  # a mapping, as Celery's
+        """The entries, live: what is written into it is scheduled, as in Celery."""
+        return LiveSchedule(self)
 
     def set_schedule(self, schedule: dict[str, ScheduleEntry]) -> None:
         self.merge_inplace(schedule)
@@ -244,6 +247,8 @@ class Scheduler(beat.Scheduler):
         lease = self._lease
         if self._stop.requested:
             return 0.0
+        if self._shared.changed:
+            apply_changes(self, self._shared.changed)
         if time.monotonic() >= lease.due:
             self._maintain()
         queue = self._queue
@@ -576,7 +581,9 @@ class Scheduler(beat.Scheduler):
                 "beat: %s slot %s replaces its run %s: revoking it", entry.name, when, replaced
             )
             self.app.control.revoke(replaced, terminate=True, connection=self.connection)
-        logger.info("Scheduler: Sending due task %s (%s) slot %s", entry.name, entry.task, when)
+        BEAT_LOGGER.info(
+            "Scheduler: Sending due task %s (%s) slot %s", entry.name, entry.task, when
+        )
         self.send(entry, slot_task_id(entry.name, slot), when)
         # Kept until the slot went out: a slot given back and sent again revokes again.
         self._overlaps.replacing.pop(entry.name, None)

@@ -131,6 +131,8 @@ class Settings:
     running_ttl: float = DEFAULT_RUNNING_TTL
     #: How often the leader asks which workers are alive, for entries fanned out to "*".
     workers_refresh: float = DEFAULT_WORKERS_REFRESH
+    #: Celery's ``beat_cron_starting_deadline`` (seconds): the catch-up window of crontab entries.
+    cron_deadline: float | None = None
 
     @property
     def lease_ttl_ms(self) -> int:
@@ -186,7 +188,12 @@ class Settings:
             "60",
         )
         options = store_options(conf, url, renew)
-        return cls(url, prefix, ttl, renew, mode, window, options, overlap, running_ttl, refresh)
+        deadline = catch_up_window(
+            conf.get("beat_cron_starting_deadline"), "beat_cron_starting_deadline"
+        )
+        return cls(
+            url, prefix, ttl, renew, mode, window, options, overlap, running_ttl, refresh, deadline
+        )
 
 
 def store_options(conf: Any, url: str, renew: float) -> dict[str, Any]:
