@@ -3,6 +3,8 @@
 - ``Scheduler.schedule`` is a live mapping (``LiveSchedule``): an entry written into it, or
   deleted from it, is in or out of the schedule at once, and an entry whose ``schedule`` is
   replaced in place is replanned at the next tick (``apply_changes``);
+- ``last_run_at`` and ``total_run_count`` come from the store when a beat starts to lead
+  (``serve_runs``), so restarts and failovers keep them;
 - the "Sending due task" line comes from Celery's ``celery.beat`` logger (``BEAT_LOGGER``), so the
   usual way of silencing it works; the scheduler's own lines keep its own logger;
 - the places where the design deliberately differs are said once at start (``warn_differences``);
@@ -17,13 +19,14 @@ from typing import TYPE_CHECKING, Any
 from celery.utils.log import get_logger
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Mapping
 
     from celery.beat import ScheduleEntry
 
     from celery_hashbeat.entries import Entry
     from celery_hashbeat.scheduler import Scheduler
     from celery_hashbeat.settings import Settings
+    from celery_hashbeat.store.base import Fence
 
 #: Celery's beat logger: the send lines are logged there, as Celery's own scheduler logs them.
 BEAT_LOGGER = get_logger("celery.beat")
@@ -80,6 +83,17 @@ def apply_changes(scheduler: Scheduler, changed: dict[str, Entry]) -> None:
         del scheduler.entries[entry.name]
     if current:
         scheduler.update_from_dict(current)
+
+
+def serve_runs(entries: Mapping[str, Entry], fences: Mapping[str, Fence]) -> None:
+    """Give entries the ``last_run_at`` and ``total_run_count`` the store knows, so that both
+    survive restarts and failovers: the last slot claimed (or, before any, the anchor the slots
+    count from) and the run count kept beside the fence."""
+    for name, fence in fences.items():
+        entry = entries.get(name)
+        if entry is not None:
+            entry.last_slot = fence.slot
+            entry.total_run_count = fence.runs
 
 
 def warn_differences(entries: Iterable[Entry], settings: Settings) -> None:

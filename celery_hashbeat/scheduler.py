@@ -21,7 +21,13 @@ from celery.utils.log import get_logger
 from kombu.utils.url import maybe_sanitize_url
 
 from celery_hashbeat.background import Abandoned, Guarded, Runner
-from celery_hashbeat.compat import BEAT_LOGGER, LiveSchedule, apply_changes, warn_differences
+from celery_hashbeat.compat import (
+    BEAT_LOGGER,
+    LiveSchedule,
+    apply_changes,
+    serve_runs,
+    warn_differences,
+)
 from celery_hashbeat.entries import Entry, EntryError, SharedSlots, build_entry, schedule_digest
 from celery_hashbeat.fanout import FanOut, WorkerCensus
 from celery_hashbeat.lease import Lease, new_token
@@ -289,6 +295,7 @@ class Scheduler(beat.Scheduler):
                     self._regroup(roster.nodes)
                 self._census.due_now()
             fences = store.fences()
+            serve_runs(self.entries, fences)
             gone = [name for name in fences if name not in self.entries and name not in self.broken]
             if gone:
                 store.forget(self.token, gone)

@@ -20,7 +20,7 @@ from celery_hashbeat import Scheduler, hashcron
 from celery_hashbeat.entries import Entry
 from celery_hashbeat.messages import slot_iso
 
-from .conftest import T0, Broker, Clock, ticks
+from .conftest import T0, Broker, Clock, run_for, ticks
 
 Make = Callable[..., Scheduler]
 MINUTE = 60_000
@@ -253,6 +253,37 @@ def test_the_schedule_mapping_is_live(
     del live["added"]
     step(beat, clock, 60)
     assert len(broker.slots("added")) == 2 and "added" not in beat.schedule
+
+
+# 6. last_run_at and total_run_count from the store ----------------------------------------------
+
+
+def test_last_run_at_and_total_run_count_survive_a_restart_and_a_failover(
+    app: Celery, broker: Broker, clock: Clock, schedulers: Make
+) -> None:
+    app.conf.beat_schedule = {"minute": {"task": "shop.minute", "schedule": hashcron("* * * * *")}}
+    first = schedulers(clock)
+    standby = schedulers(clock)
+    ticks(first, standby)
+    assert first.is_leader and not standby.is_leader
+    step(first, clock, 60)
+    step(first, clock, 60)
+    first.close()  # a failover: the standby takes over
+    run_for(standby, 3, until=lambda: standby.is_leader)
+    assert standby.is_leader
+    entry = standby.schedule["minute"]
+    assert entry.total_run_count == 2
+    assert entry.last_run_at is not None
+    assert entry.last_run_at.timestamp() == T0 + 120
+    step(standby, clock, 60)
+    assert entry.total_run_count == 3
+    standby.close()
+    restarted = schedulers(clock)  # a restart
+    ticks(restarted)
+    entry = restarted.schedule["minute"]
+    assert entry.total_run_count == 3
+    assert entry.last_run_at is not None and entry.last_run_at.timestamp() == T0 + 180
+    assert len(broker.slots("minute")) == 3
 
 
 # 7. the send lines come from celery.beat -------------------------------------------------------
