@@ -1,0 +1,99 @@
+"""Issue 8, items 8 and 9, with real ``celery beat`` processes: a beat answers SIGTERM while
+its broker is unreachable, and a plain interval keeps its cadence across a restart made before
+its first run. Both were fixed by the hardening work (DESIGN.md §10); these tests keep them so."""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from celery_hashbeat.store import open_store
+from tests.support.broker import iso_to_ms
+from tests.support.processes import Process, ProcessGroup, wait_until
+
+APP = "tests.scheduler.config_app"
+
+
+def closed_port() -> int:
+    """A local port nothing listens on: a broker there refuses every connection."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def group(tmp_path: Path) -> Iterator[ProcessGroup]:
+    with ProcessGroup(tmp_path) as processes:
+        yield processes
+
+
+def start_beat(group: ProcessGroup, name: str, config: dict[str, object]) -> Process:
+    env = {"HASHBEAT_CONFIG": json.dumps(config)}
+    args = [
+        sys.executable, "-m", "celery", "-A", APP, "beat",
+        "-S", "celery_hashbeat.Scheduler", "--loglevel=INFO",
+        f"--pidfile={group.workdir / f'{name}.pid'}",
+    ]  # fmt: skip
+    return group.start(name, args, env)
+
+
+def test_sigterm_is_answered_while_the_broker_is_unreachable(
+    group: ProcessGroup, redis_url: str, key_prefix: str
+) -> None:
+    config = {
+        "broker_url": f"redis://127.0.0.1:{closed_port()}/0",
+        "hashbeat_store_url": redis_url,
+        "hashbeat_key_prefix": key_prefix,
+        "beat_schedule": {"every-second": {"task": "shop.tick", "schedule": 1.0}},
+    }
+    beat = start_beat(group, "beat", config)
+    log = beat.log
+    assert wait_until(lambda: "the broker is not answering" in log.read_text(), 30), beat.log_tail()
+    time.sleep(1.5)  # well into the retries
+    started = time.monotonic()
+    beat.terminate()
+    code = beat.wait(10)
+    took = time.monotonic() - started
+    assert code == 0, beat.log_tail()
+    assert took < 3, f"took {took:.1f}s to answer SIGTERM\n{beat.log_tail()}"
+    assert "Traceback" not in log.read_text()
+
+
+def test_an_interval_keeps_its_cadence_across_a_restart_before_its_first_run(
+    group: ProcessGroup, redis_url: str, key_prefix: str
+) -> None:
+    queue = f"{key_prefix}-queue"
+    config = {
+        "broker_url": redis_url,
+        "task_default_queue": queue,
+        "hashbeat_store_url": redis_url,
+        "hashbeat_key_prefix": key_prefix,
+        "beat_schedule": {"every-6s": {"task": "shop.tick", "schedule": 6.0}},
+    }
+    store = open_store(redis_url, prefix=key_prefix)
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    try:
+        first = start_beat(group, "first", config)
+        assert wait_until(lambda: store.fences().get("every-6s") is not None, 30), first.log_tail()
+        anchor = store.fences()["every-6s"]
+        assert anchor.anchor  # seen, never sent
+        first.terminate()
+        assert first.wait(10) == 0
+        second = start_beat(group, "second", config)  # restarted before the first run
+        assert wait_until(lambda: client.llen(queue) >= 2, 30), second.log_tail()
+        slots = [
+            iso_to_ms(json.loads(raw)["headers"]["hashbeat_slot"])
+            for raw in reversed(client.lrange(queue, 0, -1))
+        ]
+        # The slots count from where the first beat anchored the entry, not from the restart.
+        assert slots[:2] == [anchor.slot + 6_000, anchor.slot + 12_000]
+    finally:
+        client.close()
+        store.close()
