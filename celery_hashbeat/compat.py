@@ -69,15 +69,13 @@ class LiveSchedule(MutableMapping[str, "ScheduleEntry"]):
         return f"<LiveSchedule of {len(self)} entries>"
 
 
-def apply_changes(scheduler: Scheduler, changed: dict[str, Entry]) -> None:
+def apply_changes(scheduler: Scheduler, changed: list[Entry]) -> None:
     """Replan the entries whose ``schedule`` was replaced in place (``entry.schedule = ...``):
     each is rebuilt from its own fields, so its slots follow the new schedule from now on.
     Copies of entries (``copy.copy``, ``next(entry)``) are detached and ignored."""
-    pending = dict(changed)
+    pending = list(changed)
     changed.clear()
-    current = {
-        name: entry for name, entry in pending.items() if scheduler.entries.get(name) is entry
-    }
+    current = {entry.name: entry for entry in pending if scheduler.entries.get(entry.name) is entry}
     for entry in current.values():
         entry.active = False
         del scheduler.entries[entry.name]

@@ -180,7 +180,7 @@ class Entry(ScheduleEntry):
         owner = self.owner
         self._schedule = value if owner is None else owner.schedule_object(value, self.relative)
         if owner is not None:
-            owner.changed[self.name] = self
+            owner.changed.append(self)
 
     # Celery sets ``app`` in the __init__ that Entry skips; here it is the scheduler's.
     @property
@@ -339,15 +339,19 @@ class SharedSlots:
         self._shared: dict[Hashable, Slots] = {}
         self._prints: dict[tuple[Hashable, ...], str] = {}
         self._objects: dict[tuple[timedelta, bool], schedule] = {}
-        #: Entries whose schedule was replaced in place since the scheduler last looked.
-        self.changed: dict[str, Entry] = {}
+        #: Entries (or copies of them) whose schedule was replaced in place since the scheduler
+        #: last looked.
+        self.changed: list[Entry] = []
 
     def schedule_object(self, given: Any, relative: bool) -> Any:
         """``given`` as a schedule object, as Celery's entries hold it: seconds and timedeltas
-        become one shared ``schedule`` per interval; anything else is kept as it is."""
+        become one shared ``schedule`` per interval; any other schedule is kept, given the app
+        if it has none."""
         if isinstance(given, int | float) and not isinstance(given, bool):
             given = timedelta(seconds=given)
         if not isinstance(given, timedelta):
+            if isinstance(given, BaseSchedule) and getattr(given, "_app", None) is None:
+                given.app = self.app  # as Celery's entries do, so its clock and zone are the app's
             return given
         found = self._objects.get((given, relative))
         if found is None:

@@ -221,7 +221,10 @@ def test_entries_are_faithful_schedule_entries(
         assert dict(following_entry)["name"] == entry.name
     clone = copy.copy(ten)
     clone.args = (9,)
+    clone.schedule = schedule(timedelta(hours=1))
+    ticks(beat)
     assert beat.schedule["ten"].args == (1, 2)
+    assert beat.schedule["ten"].schedule.run_every == timedelta(seconds=10)
     result = beat.apply_async(ten)
     assert result.id
     sent = [h for h in broker.headers() if h["task"] == "shop.ten"]
