@@ -347,11 +347,13 @@ class SharedSlots:
         """``given`` as a schedule object, as Celery's entries hold it: seconds and timedeltas
         become one shared ``schedule`` per interval; any other schedule is kept, given the app
         if it has none."""
+        if isinstance(given, BaseSchedule):
+            if getattr(given, "_app", None) is None:
+                given.app = self.app  # as Celery's entries do, so its clock and zone are the app's
+            return given
         if isinstance(given, int | float) and not isinstance(given, bool):
             given = timedelta(seconds=given)
         if not isinstance(given, timedelta):
-            if isinstance(given, BaseSchedule) and getattr(given, "_app", None) is None:
-                given.app = self.app  # as Celery's entries do, so its clock and zone are the app's
             return given
         found = self._objects.get((given, relative))
         if found is None:
