@@ -34,10 +34,12 @@ def group(tmp_path: Path) -> Iterator[ProcessGroup]:
         yield processes
 
 
-def start_beat(group: ProcessGroup, name: str, config: dict[str, object]) -> Process:
-    env = {"HASHBEAT_CONFIG": json.dumps(config)}
+def start_beat(
+    group: ProcessGroup, name: str, config: dict[str, object], app: str = APP, **env: str
+) -> Process:
+    env["HASHBEAT_CONFIG"] = json.dumps(config)
     args = [
-        sys.executable, "-m", "celery", "-A", APP, "beat",
+        sys.executable, "-m", "celery", "-A", app, "beat",
         "-S", "celery_hashbeat.Scheduler", "--loglevel=INFO",
         f"--pidfile={group.workdir / f'{name}.pid'}",
     ]  # fmt: skip
@@ -97,3 +99,31 @@ def test_an_interval_keeps_its_cadence_across_a_restart_before_its_first_run(
     finally:
         client.close()
         store.close()
+
+
+@pytest.mark.parametrize("quiet", [False, True], ids=["celery.beat at INFO", "at WARNING"])
+def test_the_send_lines_follow_the_celery_beat_logger(
+    group: ProcessGroup, redis_url: str, key_prefix: str, quiet: bool
+) -> None:
+    """Issue 8, item 7: setting ``celery.beat`` to WARNING silences the send lines of a real
+    ``celery beat``, as under Celery's scheduler; the beat's own lines keep their logger."""
+    queue = f"{key_prefix}-queue"
+    config = {
+        "broker_url": redis_url,
+        "task_default_queue": queue,
+        "hashbeat_store_url": redis_url,
+        "hashbeat_key_prefix": key_prefix,
+        "beat_schedule": {"every-second": {"task": "shop.tick", "schedule": 1.0}},
+    }
+    env = {"HASHBEAT_QUIET_BEAT": "1"} if quiet else {}
+    beat = start_beat(group, "beat", config, "tests.scheduler.quiet_app", **env)
+    client = redis.Redis.from_url(redis_url)
+    try:
+        assert wait_until(lambda: client.llen(queue) >= 2, 30), beat.log_tail()
+    finally:
+        client.close()
+    beat.terminate()
+    assert beat.wait(10) == 0, beat.log_tail()
+    log = beat.log.read_text()
+    assert "beat: acquired the lease" in log  # the beat's own lines are not silenced
+    assert ("Sending due task every-second" in log) is not quiet, beat.log_tail()
