@@ -20,6 +20,8 @@ from tests.support.processes import Process, ProcessGroup, wait_until
 
 APP = "tests.scheduler.config_app"
 
+pytestmark = pytest.mark.slow  # real beat processes
+
 
 def closed_port() -> int:
     """A local port nothing listens on: a broker there refuses every connection."""
