@@ -3,8 +3,8 @@
 - ``Scheduler.schedule`` is a live mapping (``LiveSchedule``): an entry written into it, or
   deleted from it, is in or out of the schedule at once, and an entry whose ``schedule`` is
   replaced in place is replanned at the next tick (``apply_changes``);
-- ``last_run_at`` and ``total_run_count`` come from the store when a beat starts to lead
-  (``serve_runs``), so restarts and failovers keep them;
+- ``last_run_at`` and ``total_run_count`` come from the store when a beat starts to lead, or
+  first stands by (``serve_runs``), so restarts and failovers keep them;
 - the "Sending due task" line comes from Celery's ``celery.beat`` logger (``BEAT_LOGGER``), so the
   usual way of silencing it works; the scheduler's own lines keep its own logger;
 - the places where the design deliberately differs are said once at start (``warn_differences``);
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from celery_hashbeat.entries import Entry
     from celery_hashbeat.scheduler import Scheduler
     from celery_hashbeat.settings import Settings
-    from celery_hashbeat.store.base import Fence
+    from celery_hashbeat.store.base import Fence, Store
 
 #: Celery's beat logger: the send lines are logged there, as Celery's own scheduler logs them.
 BEAT_LOGGER = get_logger("celery.beat")
@@ -92,6 +92,17 @@ def serve_runs(entries: Mapping[str, Entry], fences: Mapping[str, Fence]) -> Non
         if entry is not None:
             entry.last_slot = fence.slot
             entry.total_run_count = fence.runs
+
+
+def serve_from(store: Store, entries: Mapping[str, Entry]) -> bool:
+    """``serve_runs`` from the store's fences, for a standby (a leader reads them anyway when
+    it takes over); False if the store did not answer, to try again at the next lease call."""
+    try:
+        fences = store.fences()
+    except Exception:
+        return False
+    serve_runs(entries, fences)
+    return True
 
 
 def warn_differences(entries: Iterable[Entry], settings: Settings) -> None:

@@ -60,6 +60,11 @@ class Lease:
         self.schedule_digest = ""
         self._warned_digest: str | None = None
 
+    @property
+    def answering(self) -> bool:
+        """Whether the store answered the last lease call."""
+        return self._outage is None
+
     def maintain(self, store: Store, now: float) -> bool:
         """Renew or acquire as the role asks. True when this call made this beat the leader."""
         try:

@@ -25,6 +25,7 @@ from celery_hashbeat.compat import (
     BEAT_LOGGER,
     LiveSchedule,
     apply_changes,
+    serve_from,
     serve_runs,
     warn_differences,
 )
@@ -100,6 +101,8 @@ class Scheduler(beat.Scheduler):
         self._broker_outage: str | None = None
         #: Entries whose schedule failed to plan, so the traceback is logged once only.
         self._unplanned: set[str] = set()
+        #: Whether a standby has yet to read last_run_at and total_run_count from the store.
+        self._unserved = True
         self._fanout = FanOut()
         self._census = WorkerCensus(app, self.settings.workers_refresh)
         self._overlaps = Overlaps()
@@ -278,6 +281,8 @@ class Scheduler(beat.Scheduler):
                 return
         if self._lease.maintain(self._store, time.monotonic()):
             self._take_over(self._store)
+        elif self._unserved and not self._lease.leader and self._lease.answering:
+            self._unserved = not serve_from(self._store, self.entries)
 
     def _take_over(self, store: Store) -> None:
         """As the new leader, read every entry's fence and catch up from it (DESIGN.md §5).

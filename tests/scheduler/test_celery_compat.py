@@ -281,12 +281,19 @@ def test_last_run_at_and_total_run_count_survive_a_restart_and_a_failover(
     step(standby, clock, 60)
     assert entry.total_run_count == 3
     standby.close()
-    restarted = schedulers(clock)  # a restart
-    ticks(restarted)
-    entry = restarted.schedule["minute"]
+    leader = schedulers(clock)  # a restart
+    ticks(leader)
+    entry = leader.schedule["minute"]
     assert entry.total_run_count == 3
     assert entry.last_run_at is not None and entry.last_run_at.timestamp() == T0 + 180
-    assert len(broker.slots("minute")) == 3
+    step(leader, clock, 60)
+    assert len(broker.slots("minute")) == 4
+    restarted_standby = schedulers(clock)  # a beat that comes back as a standby knows too
+    ticks(restarted_standby)
+    assert not restarted_standby.is_leader
+    assert restarted_standby.schedule["minute"].total_run_count == 4
+    last = restarted_standby.schedule["minute"].last_run_at
+    assert last is not None and last.timestamp() == T0 + 240
 
 
 # 7. the send lines come from celery.beat -------------------------------------------------------
