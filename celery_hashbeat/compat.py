@@ -81,6 +81,10 @@ def apply_changes(scheduler: Scheduler, changed: list[Entry]) -> None:
         del scheduler.entries[entry.name]
     if current:
         scheduler.update_from_dict(current)
+    for name, old in current.items():
+        new = scheduler.entries.get(name)
+        if new is not None:  # the same entry to anyone looking: it keeps its history
+            new.last_slot, new.total_run_count = old.last_slot, old.total_run_count
 
 
 def serve_runs(entries: Mapping[str, Entry], fences: Mapping[str, Fence]) -> None:

@@ -247,11 +247,15 @@ def test_the_schedule_mapping_is_live(
     step(beat, clock, 60)
     assert broker.slots("added") == [("added", slot_iso(START + MINUTE))]
     # What Celery's test_ticks_schedule_change does: replace an entry's schedule in place.
+    slow = beat.schedule["slow"]
+    slow.total_run_count = 7  # as if it had run: the count outlives the change
     beat.schedule["slow"].schedule = schedule(timedelta(minutes=1))
     ticks(beat)
     assert beat.schedule["slow"].schedule == schedule(timedelta(minutes=1))
+    assert beat.schedule["slow"].total_run_count == 7
     step(beat, clock, 60)
     assert broker.slots("slow") == [("slow", slot_iso(START + 2 * MINUTE))]
+    assert beat.schedule["slow"].total_run_count == 8
     assert len(broker.slots("added")) == 2
     del live["added"]
     step(beat, clock, 60)
