@@ -115,11 +115,12 @@ def warn_differences(entries: Iterable[Entry], settings: Settings) -> None:
     asking = sorted(entry.name for entry in entries if entry.source.asks_is_due)
     if asking:
         logger.warning(
-            "beat: %s override is_due; celery_hashbeat asks it at each slot of the "
-            "schedule and skips the slot when it says not due, but does not use the 'next' it "
-            "returns (Celery asks again that much later): see 'Compatibility with celery.beat' "
-            "in docs/migration.md",
-            names(asking, "the schedule of entry", "the schedules of entries"),
+            "beat: %s is_due; celery_hashbeat asks it at each slot of the schedule and skips "
+            "the slot when it says not due, but does not use the 'next' it returns (Celery "
+            "asks again that much later): see 'Compatibility with celery.beat' in "
+            "docs/migration.md",
+            names(asking, "the schedule of entry", "the schedules of entries")
+            + (" overrides" if len(asking) == 1 else " override"),
         )
     window, deadline = settings.catch_up_window, settings.cron_deadline
     if window is not None and deadline is not None and window != deadline:

@@ -83,8 +83,9 @@ def test_an_is_due_override_that_says_not_due_skips_the_slot(
     }
     with caplog.at_level(logging.WARNING, logger="celery_hashbeat"):
         beat = schedulers(clock)
-    warned = [r.getMessage() for r in caplog.records if "override is_due" in r.getMessage()]
-    assert len(warned) == 1 and "'gated'" in warned[0] and "'plain'" not in warned[0]
+    warned = [r.getMessage() for r in caplog.records if "is_due" in r.getMessage()]
+    assert len(warned) == 1 and "'plain'" not in warned[0]
+    assert "the schedule of entry 'gated' overrides is_due" in warned[0]
     ticks(beat)
     WORLD["holiday"] = True
     step(beat, clock, 60)
@@ -161,6 +162,18 @@ def test_a_crontab_run_within_the_deadline_is_caught_up(
         slot_iso(START + HOUR),
         slot_iso(START + 2 * HOUR),
     ]
+
+
+def test_a_deadline_and_a_catch_up_window_that_disagree_are_said_once_at_start(
+    app: Celery, clock: Clock, schedulers: Make, caplog: pytest.LogCaptureFixture
+) -> None:
+    app.conf.update(beat_cron_starting_deadline=600, hashbeat_catch_up_window=3600)
+    app.conf.beat_schedule = {"cron": {"task": "shop.cron", "schedule": crontab(minute=0)}}
+    with caplog.at_level(logging.WARNING, logger="celery_hashbeat"):
+        beat = schedulers(clock)
+    warned = [r.getMessage() for r in caplog.records if "beat_cron_starting_deadline" in r.msg]
+    assert len(warned) == 1 and "crontab entries use the tighter, 600s" in warned[0]
+    assert beat.entries["cron"].window == 600_000
 
 
 # 3. a schedule that fails at start ------------------------------------------------------------
