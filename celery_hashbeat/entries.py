@@ -8,22 +8,24 @@ keys; a definition that cannot run raises EntryError, which names the entry.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import itertools
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Hashable, Iterable, Iterator, Mapping
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, cast
 
 from celery.beat import BeatLazyFunc, ScheduleEntry
 from celery.schedules import BaseSchedule, crontab, schedule, solar
 
-from celery_hashbeat.schedules import hashcron, hashinterval
+from celery_hashbeat.schedules import HashSchedule, hashcron, hashinterval
 from celery_hashbeat.settings import catch_up_mode, catch_up_window, overlap_mode
 from celery_hashbeat.slots import (
     ChainSlots,
     CronSlots,
     DerivedSlots,
     ScheduleEnded,
+    ScheduleTooSlow,
     Slots,
     crontab_slots,
     duration_ms,
@@ -74,6 +76,7 @@ class Entry(ScheduleEntry):
     """
 
     __slots__ = (
+        "_schedule",
         "active",
         "args",
         "catch_up",
@@ -85,10 +88,10 @@ class Entry(ScheduleEntry):
         "options",
         "order",
         "overlap",
+        "owner",
         "pending",
         "relative",
         "run_ttl_ms",
-        "schedule",
         "slot",
         "source",
         "task",
@@ -120,10 +123,15 @@ class Entry(ScheduleEntry):
         fingerprint: str = "",
         overlap: str = "allow",
         run_ttl_ms: int = 0,
+        owner: SharedSlots | None = None,
+        created: int | None = None,
     ) -> None:
         self.name = name
         self.task = task
-        self.schedule = schedule
+        #: The schedule object (ints and timedeltas made Celery ``schedule`` objects).
+        self._schedule = schedule
+        #: The scheduler's SharedSlots: the app, and where a changed schedule is reported.
+        self.owner = owner
         self.source = source
         self.args = args
         self.kwargs = kwargs
@@ -142,17 +150,93 @@ class Entry(ScheduleEntry):
         self.active = True
         self.slot: int | None = None
         self.pending: list[int] | None = None
-        self.last_slot: int | None = None
+        #: What ``last_run_at`` says (epoch ms): the last slot sent, else where the entry's
+        #: slots start (its anchor in the store, or when this beat built it).
+        self.last_slot: int | None = created
         self.total_run_count = 0
 
     @property
     def last_run_at(self) -> datetime | None:
-        """The last slot this beat enqueued, for code that inspects entries the Celery way."""
+        """The last slot enqueued (by any beat, once this one has led), else where the entry's
+        slots count from, as Celery's entries say when they were created."""
         return None if self.last_slot is None else to_datetime(self.last_slot)
 
     @last_run_at.setter
     def last_run_at(self, value: datetime | None) -> None:
         self.last_slot = None if value is None else to_ms(value)
+
+    # What Celery's ScheduleEntry offers, for code written against celery.beat ------------------
+
+    @property
+    def schedule(self) -> Any:
+        """The schedule object; an unkeyed hashcron or hashinterval comes keyed by the entry's
+        name (made on each read, so the entry stays small), so that ``is_due`` can answer."""
+        given = self._schedule
+        if isinstance(given, HashSchedule) and given.key is None:
+            bound = given.bound(self.name)
+            if self.owner is not None:
+                bound.app = self.owner.app
+            return bound
+        return given
+
+    @schedule.setter
+    def schedule(self, value: Any) -> None:
+        """Replace the schedule, as Celery lets code do; the scheduler replans the entry at its
+        next tick."""
+        owner = self.owner
+        self._schedule = value if owner is None else owner.schedule_object(value, self.relative)
+        if owner is not None:
+            owner.changed.append(self)
+
+    # Celery sets ``app`` in the __init__ that Entry skips; here it is the scheduler's.
+    @property
+    def app(self) -> Celery | None:  # type: ignore[override]
+        return None if self.owner is None else self.owner.app
+
+    def __copy__(self) -> Entry:
+        """A detached copy: changing it does not change the schedule."""
+        clone = Entry.__new__(Entry)
+        for name in Entry.__slots__:
+            setattr(clone, name, getattr(self, name))
+        if self.pending is not None:
+            clone.pending = list(self.pending)
+        return clone
+
+    def _next_instance(self, last_run_at: datetime | None = None) -> Entry:
+        """A copy as if sent now (or at ``last_run_at``): Celery's ``next(entry)``."""
+        clone = copy.copy(self)
+        clone.last_run_at = last_run_at or self.default_now()
+        clone.total_run_count = self.total_run_count + 1
+        return clone
+
+    __next__ = next = _next_instance
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickles as Celery's own ScheduleEntry (what a pickled beat schedule holds): the slot
+        source belongs to the process that planned it."""
+        return ScheduleEntry, (
+            self.name,
+            self.task,
+            self.last_run_at,
+            self.total_run_count,
+            self.schedule,
+            self.args,
+            self.kwargs,
+            self.options,
+            self.relative,
+        )
+
+    def __iter__(self) -> Iterator[tuple[str, Any]]:  # type: ignore[override]  # Celery's stub
+        """The fields Celery's ``dict(entry)`` lists."""
+        for name in ("name", "task", "last_run_at", "total_run_count", "schedule", "args"):
+            yield name, getattr(self, name)
+        yield from (("kwargs", self.kwargs), ("options", self.options), ("app", self.app))
+
+    def update(self, other: ScheduleEntry) -> None:
+        """Take the editable fields of ``other``, as Celery's ``update`` does."""
+        self.task, self.args = cast(str, other.task), tuple(other.args or ())
+        self.kwargs, self.options = dict(other.kwargs or {}), dict(other.options or {})
+        self.schedule = other.schedule
 
     def same_as(self, other: Entry) -> bool:
         """Whether a reloaded definition leaves this entry as it was."""
@@ -166,8 +250,8 @@ class Entry(ScheduleEntry):
             and self.window == other.window
             and self.overlap == other.overlap
             and self.run_ttl_ms == other.run_ttl_ms
-            and type(self.schedule) is type(other.schedule)
-            and self.schedule == other.schedule
+            and type(self._schedule) is type(other._schedule)
+            and self._schedule == other._schedule
         )
 
     def start(self, fence: int | None, now: int) -> None:
@@ -256,6 +340,14 @@ class Entry(ScheduleEntry):
         if self.window is not None and slot < now - self.window:
             self._note_missed(slot, 1, now)
             self.advance(slot, now)
+        slot = self.slot
+        if slot is not None and slot <= now and self.source.asks_is_due:
+            # A schedule overriding is_due is asked at its slot, as Celery asks it at each
+            # tick: "not due" skips this slot (DESIGN.md §5's heap stays in charge).
+            last = self.last_slot
+            if not self.source.consents(slot, slot if last is None else min(last, slot)):
+                self.advance(slot, now)
+                return False
         return self.slot is not None and self.slot <= now
 
 
@@ -267,6 +359,27 @@ class SharedSlots:
         self.app = app
         self._shared: dict[Hashable, Slots] = {}
         self._prints: dict[tuple[Hashable, ...], str] = {}
+        self._objects: dict[tuple[timedelta, bool], schedule] = {}
+        #: Entries (or copies of them) whose schedule was replaced in place since the scheduler
+        #: last looked.
+        self.changed: list[Entry] = []
+
+    def schedule_object(self, given: Any, relative: bool) -> Any:
+        """``given`` as a schedule object, as Celery's entries hold it: seconds and timedeltas
+        become one shared ``schedule`` per interval; any other schedule is kept, given the app
+        if it has none."""
+        if isinstance(given, BaseSchedule):
+            if getattr(given, "_app", None) is None:
+                given.app = self.app  # as Celery's entries do, so its clock and zone are the app's
+            return given
+        if isinstance(given, int | float) and not isinstance(given, bool):
+            given = timedelta(seconds=given)
+        if not isinstance(given, timedelta):
+            return given
+        found = self._objects.get((given, relative))
+        if found is None:
+            found = self._objects[(given, relative)] = schedule(given, relative, app=self.app)
+        return found
 
     def _share(self, identity: Hashable, make: Any) -> Slots:
         found = self._shared.get(identity)
@@ -359,8 +472,20 @@ def derived_identity(schedule_: BaseSchedule) -> Hashable | None:
 
 
 def as_definition(definition: Any) -> Mapping[str, Any] | None:
-    """A beat_schedule value as a mapping (a ScheduleEntry as the dict it stands for); None for
-    anything else."""
+    """A beat_schedule value as a mapping (an Entry or a ScheduleEntry as the dict it stands
+    for); None for anything else."""
+    if isinstance(definition, Entry):
+        return {
+            "task": definition.task,
+            "schedule": definition._schedule,
+            "args": definition.args,
+            "kwargs": definition.kwargs,
+            "options": definition.options,
+            "relative": definition.relative,
+            "catch_up": definition.catch_up,
+            "catch_up_window": None if definition.window is None else definition.window / 1000,
+            "overlap": definition.overlap,
+        }
     if isinstance(definition, ScheduleEntry):
         return {
             "task": definition.task,
@@ -403,10 +528,10 @@ def build_entry(
         window = (
             catch_up_window(definition["catch_up_window"], "catch_up_window")
             if "catch_up_window" in definition
-            else settings.catch_up_window
+            else default_window(definition.get("schedule"), settings)
         )
         source = shared.source(name, definition.get("schedule"), relative)
-        source.next_after(now)
+        first_slot(source, now)
     except EntryError:
         raise
     except Exception as exc:
@@ -414,7 +539,7 @@ def build_entry(
     return Entry(
         name,
         task,
-        definition.get("schedule"),
+        shared.schedule_object(definition.get("schedule"), relative),
         source,
         tuple(args),
         kwargs,
@@ -425,7 +550,31 @@ def build_entry(
         fingerprint,
         overlap,
         0 if overlap == "allow" else settings.running_ttl_ms,
+        shared,
+        now,
     )
+
+
+def default_window(given: Any, settings: Settings) -> float | None:
+    """The catch-up window of an entry that sets none: ``hashbeat_catch_up_window``, and for a
+    crontab also Celery's ``beat_cron_starting_deadline`` (the tighter of the two applies)."""
+    window, deadline = settings.catch_up_window, settings.cron_deadline
+    if deadline is None or not isinstance(given, crontab):
+        return window
+    return deadline if window is None else min(window, deadline)
+
+
+def first_slot(source: Slots, now: int) -> None:
+    """Check that ``source`` can say its first slot. A Celery schedule that fails for another
+    reason than having ended or being too slow (a database it reads is not up yet) is kept:
+    the scheduler asks it again every ``beat_max_loop_interval``, as Celery's own does."""
+    try:
+        source.next_after(now)
+    except (ScheduleEnded, ScheduleTooSlow):
+        raise
+    except Exception:
+        if not isinstance(source, DerivedSlots):
+            raise
 
 
 def check_overlap(overlap: str, catch_up: str) -> None:

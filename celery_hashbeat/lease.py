@@ -63,6 +63,11 @@ class Lease:
         #: Told whether the store answers and who leads; its outbox rides on each renewal.
         self.watch: Watch | None = None
 
+    @property
+    def answering(self) -> bool:
+        """Whether the store answered the last lease call."""
+        return self._outage is None
+
     def maintain(self, store: Store, now: float) -> bool:
         """Renew or acquire as the role asks. True when this call made this beat the leader."""
         try:

@@ -50,9 +50,11 @@ def send_slot(app: Celery, producer: Any, entry: Entry, task_id: str, when: str)
     # One attempt per message: beat retries a slot itself, and only when it surely did not reach
     # the broker (see ``publishing``); Celery's retry could send it twice.
     options.setdefault("retry", False)
-    args, kwargs = entry.args, entry.kwargs
+    # A list, as Celery's beat passes them, so argsrepr reads "[1, 2]" in either beat.
+    args: Any = list(entry.args)
+    kwargs = entry.kwargs
     if entry.lazy:
-        args = tuple(arg() if isinstance(arg, BeatLazyFunc) else arg for arg in args)
+        args = [arg() if isinstance(arg, BeatLazyFunc) else arg for arg in args]
         kwargs = {k: v() if isinstance(v, BeatLazyFunc) else v for k, v in kwargs.items()}
     task = app.tasks.get(entry.task)
     if task is not None:

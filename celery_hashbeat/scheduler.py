@@ -22,6 +22,14 @@ from kombu.utils.url import maybe_sanitize_url
 
 from celery_hashbeat.background import Abandoned, Guarded, Runner
 from celery_hashbeat.catalog import Catalog
+from celery_hashbeat.compat import (
+    BEAT_LOGGER,
+    LiveSchedule,
+    apply_changes,
+    serve_from,
+    serve_runs,
+    warn_differences,
+)
 from celery_hashbeat.entries import Entry, EntryError
 from celery_hashbeat.fanout import WorkerCensus
 from celery_hashbeat.http import HealthServer, PortInUse
@@ -103,6 +111,8 @@ class Scheduler(beat.Scheduler):
         self._broker_outage: str | None = None
         #: Entries whose schedule failed to plan, so the traceback is logged once only.
         self._unplanned: set[str] = set()
+        #: Whether a standby has yet to read last_run_at and total_run_count from the store.
+        self._unserved = True
         self._fanout = self._catalog.fanout
         self._balancer = self._catalog.balancer
         #: The balancer's version last kept in the store by this beat as leader.
@@ -144,6 +154,7 @@ class Scheduler(beat.Scheduler):
         self.install_default_entries(self.entries)
         self._lease.schedule_digest = self._catalog.digest()
         warn_unreachable_leases(self.entries.values(), self.settings.store_url)
+        warn_differences(self.entries.values(), self.settings)
         if self._fanout.subs and not self.app.conf.worker_direct:
             logger.warning(
                 "beat: entries with 'workers' are sent to each worker's direct queue, which "
@@ -182,8 +193,9 @@ class Scheduler(beat.Scheduler):
             raise EntryError(f"entry {name!r} cannot run; see the log")
         return self.entries[name]
 
-    def get_schedule(self) -> dict[str, ScheduleEntry]:
-        return dict(self.entries)
+    def get_schedule(self) -> LiveSchedule:  # type: ignore[override]  # a mapping, as Celery's
+        """The entries, live: what is written into it is scheduled, as in Celery."""
+        return LiveSchedule(self)
 
     def set_schedule(self, schedule: dict[str, ScheduleEntry]) -> None:
         self.merge_inplace(schedule)
@@ -227,6 +239,8 @@ class Scheduler(beat.Scheduler):
         lease = self._lease
         if self._stop.requested:
             return 0.0
+        if self._shared.changed:
+            apply_changes(self, self._shared.changed)
         if time.monotonic() >= lease.due:
             self._maintain()
         queue = self._queue
@@ -253,6 +267,8 @@ class Scheduler(beat.Scheduler):
                 return
         if self._lease.maintain(self._store, time.monotonic()):
             self._take_over(self._store)
+        elif self._unserved and not self._lease.leader and self._lease.answering:
+            self._unserved = not serve_from(self._store, self.entries)
 
     def _take_over(self, store: Store) -> None:
         """As the new leader, read every entry's fence and catch up from it (DESIGN.md §5).
@@ -271,6 +287,7 @@ class Scheduler(beat.Scheduler):
                     self._regroup(roster.nodes)
                 self._census.due_now()
             fences = store.fences()
+            serve_runs(self.entries, fences)
             gone = [name for name in fences if name not in self.entries and name not in self.broken]
             if gone:
                 store.forget(self.token, gone)
@@ -594,7 +611,9 @@ class Scheduler(beat.Scheduler):
                 "beat: %s slot %s replaces its run %s: revoking it", entry.name, when, replaced
             )
             self.app.control.revoke(replaced, terminate=True, connection=self.connection)
-        logger.info("Scheduler: Sending due task %s (%s) slot %s", entry.name, entry.task, when)
+        BEAT_LOGGER.info(
+            "Scheduler: Sending due task %s (%s) slot %s", entry.name, entry.task, when
+        )
         task_id = slot_task_id(entry.name, slot)
         self._published[entry.name] = (task_id, self.now_ms())
         self.send(entry, task_id, when)

@@ -158,6 +158,8 @@ class Settings:
     http_host: str = DEFAULT_HTTP_HOST
     #: Whether the per-entry metrics carry an ``entry`` label (one series per entry).
     metrics_entry_labels: bool = False
+    #: Celery's ``beat_cron_starting_deadline`` (seconds): the catch-up window of crontab entries.
+    cron_deadline: float | None = None
 
     @property
     def lease_ttl_ms(self) -> int:
@@ -218,6 +220,9 @@ class Settings:
             "True to balance every hashcron entry, or pass balanced=True to the ones you choose",
         )
         options = store_options(conf, url, renew)
+        deadline = catch_up_window(
+            conf.get("beat_cron_starting_deadline"), "beat_cron_starting_deadline"
+        )
         port = http_port(conf.get("hashbeat_http_port"))
         host = setting(conf, "hashbeat_http_host", DEFAULT_HTTP_HOST)
         if not isinstance(host, str) or not host:
@@ -245,6 +250,7 @@ class Settings:
             http_port=port,
             http_host=host,
             metrics_entry_labels=labels,
+            cron_deadline=deadline,
         )
 
 

@@ -60,9 +60,16 @@ class Slots(abc.ABC):
     #: must be kept in the store for every leader to agree on it.
     chained = False
 
+    #: Whether the schedule overrides ``is_due``, so each slot is put to it before it is sent.
+    asks_is_due = False
+
     @abc.abstractmethod
     def next_after(self, ms: int) -> int:
         """The first slot strictly after ``ms``."""
+
+    def consents(self, slot: int, last: int) -> bool:
+        """Whether the schedule, asked at ``slot`` with its last run at ``last``, says due."""
+        return True
 
     def recent(self, low: int, high: int, limit: int) -> list[int]:
         """The last ``limit`` slots in ``(low, high]``, oldest first.
@@ -243,6 +250,19 @@ def private_copy(schedule: BaseSchedule) -> Any:
     return clone
 
 
+#: Where the ``is_due`` of the schedules beat knows is defined: theirs only reads their slots.
+OWN_IS_DUE = ("celery.schedules", "celery_hashbeat.schedules", "redbeat.schedules")
+
+
+def overrides_is_due(schedule: BaseSchedule) -> bool:
+    """Whether ``schedule``'s class (a subclass of a Celery schedule, typically) defines its own
+    ``is_due``: a holiday calendar, a business-day or feature-flag gate."""
+    for owner in type(schedule).__mro__:
+        if "is_due" in vars(owner):
+            return owner.__module__ not in OWN_IS_DUE
+    return False
+
+
 class DerivedSlots(Slots):
     """Any other Celery schedule (solar, relative, custom, RedBeat's rrule), asked through its
     own API.
@@ -266,6 +286,7 @@ class DerivedSlots(Slots):
         "_spent",
         "_walking",
         "_zone",
+        "asks_is_due",
         "schedule",
     )
     #: A relative or custom schedule may count from where it started; anchoring costs one
@@ -286,6 +307,14 @@ class DerivedSlots(Slots):
         self._refused: str | None = None
         self._spent = 0.0
         self._walking = False
+        self.asks_is_due = overrides_is_due(schedule)
+
+    def consents(self, slot: int, last: int) -> bool:
+        """Ask the schedule's own ``is_due`` at ``slot`` (its clock frozen there), as Celery's
+        beat asks it when the slot comes."""
+        zone = self._zone
+        self._frozen = to_datetime(slot).astimezone(zone)
+        return bool(self.schedule.is_due(to_datetime(last).astimezone(zone))[0])
 
     def _now(self) -> datetime:
         return self._frozen

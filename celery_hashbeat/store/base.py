@@ -16,6 +16,12 @@ A fence is stored as ``<slot>|<token>|<previous>|<fingerprint>``:
   ``a<ms>`` (an anchor);
 - a bare ``<slot>`` (the format of release 0.1) reads as a claim by an unknown beat.
 
+Beside each fence the store keeps the entry's *run count*: how many slots of it have been claimed
+(and not given back), so that ``total_run_count`` survives restarts and failovers. A claim adds
+one, a give-back takes it back, ``forget`` drops it, an anchor keeps it; it lives outside the fence
+value (a hash of its own in Redis, a column in SQLite), so fences of every release still parse and
+a release that does not know the count leaves it alone.
+
 Two more things live beside the fences (DESIGN.md §11-12): an entry's *run lease*, the id of the
 task now queued or running for it, with a TTL (taken by a guarded claim, then kept alive and
 released by the worker that runs the task, owner-checked by task id), and the *roster*, the
@@ -28,7 +34,7 @@ import abc
 import json
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 logger = logging.getLogger("celery_hashbeat.store")
 
@@ -72,6 +78,9 @@ class Fence:
     token: str
     #: The schedule the slot belongs to, as the scheduler fingerprints it; None if not recorded.
     fingerprint: str | None
+    #: How many slots of the entry were claimed and not given back (0 if never counted); kept
+    #: beside the fence, not part of it, so it takes no part in comparing fences.
+    runs: int = field(default=0, compare=False)
 
     @property
     def anchor(self) -> bool:
@@ -169,17 +178,25 @@ class Store(abc.ABC):
 
     url: str  # the store's URL with any password masked: safe to log
 
-    def _parse_fences(self, stored: Iterable[tuple[str, str]]) -> dict[str, Fence]:
-        """Parse stored fence values; one that does not parse is logged once and left out (the
-        next claim or anchor of its entry overwrites it)."""
-        return {entry: fence for entry, (fence, _) in self._parse_stored(stored).items()}
+    def _parse_fences(
+        self, stored: Iterable[tuple[str, str]], counts: Mapping[str, int] | None = None
+    ) -> dict[str, Fence]:
+        """Parse stored fence values, with their run counts; one that does not parse is logged
+        once and left out (the next claim or anchor of its entry overwrites it)."""
+        return {entry: fence for entry, (fence, _) in self._parse_stored(stored, counts).items()}
 
-    def _parse_stored(self, stored: Iterable[tuple[str, str]]) -> dict[str, tuple[Fence, str]]:
+    def _parse_stored(
+        self, stored: Iterable[tuple[str, str]], counts: Mapping[str, int] | None = None
+    ) -> dict[str, tuple[Fence, str]]:
         """Like ``_parse_fences``, each fence with its ``previous`` (for a give-back)."""
         fences: dict[str, tuple[Fence, str]] = {}
         for entry, value in stored:
             parsed = parse_stored(value)
             if parsed is not None:
+                count = counts.get(entry) if counts else None
+                if count:
+                    fence = parsed[0]
+                    parsed = Fence(fence.slot, fence.token, fence.fingerprint, count), parsed[1]
                 fences[entry] = parsed
                 continue
             warned: set[tuple[str, str]] = self.__dict__.setdefault("_unreadable", set())
@@ -228,7 +245,8 @@ class Store(abc.ABC):
         Nothing is claimed unless ``token`` holds the lease. Then each entry is claimed when its
         slot is later than the stored fence (or no fence parses), and also when the stored fence
         is this very slot claimed by this very token: a caller whose earlier reply was lost
-        recognises its own claim. A claim stores ``slot|token|previous|fingerprint``. An entry
+        recognises its own claim. A claim stores ``slot|token|previous|fingerprint`` and adds
+        one to the entry's run count (a retry of its own claim adds nothing). An entry
         in ``runs`` is claimed with its run lease, as its RunGuard says. Returns the claimed
         entries, with the run leases found held by other tasks. ``history`` is recorded as
         ``record`` would, in the same round trip, whether or not the lease is held.
@@ -242,7 +260,8 @@ class Store(abc.ABC):
         slot. Each fence that is still exactly that slot claimed by ``token`` is restored to its
         ``previous`` (or removed), provided ``token`` still holds the lease; ``runs`` maps
         entries to the task ids whose run leases go too (where that task still holds them).
-        Returns the entries given back."""
+        The run count of each entry given back loses the one its claim added. Returns the
+        entries given back."""
 
     @abc.abstractmethod
     def anchor(self, token: str, anchors: Mapping[str, tuple[int, str]]) -> dict[str, Fence]:
@@ -264,8 +283,9 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     def forget(self, token: str, entries: Iterable[str]) -> bool:
-        """Drop the fences of entries removed from the schedule, only while ``token`` holds the
-        lease (a deposed leader must not delete a live leader's fences). True if it did."""
+        """Drop the fences (and run counts) of entries removed from the schedule, only while
+        ``token`` holds the lease (a deposed leader must not delete a live leader's fences).
+        True if it did."""
 
     @abc.abstractmethod
     def hold_run(self, entry: str, task_id: str, ttl_ms: int) -> bool:

@@ -6,6 +6,7 @@ may touch them together:
 - ``{p}:leader``: the leader's token, with the lease TTL as the key's expiry;
 - ``{p}:fired``: a hash, entry name -> its fence (``slot|token|previous|fingerprint``, see
   store/base.py);
+- ``{p}:runs``: a hash, entry name -> its run count, changed by the scripts that change fences;
 - ``{p}:beats``: a hash, beat token -> ``role|last_seen_ms|expires_ms|d<schedule digest>`` in the
   server's clock;
 - ``{p}:running:<entry>``: the entry's run lease, the task id, with the run TTL as its expiry;
@@ -113,9 +114,9 @@ end
 # Records the history it carries (ARGV[2] the cap, ARGV[3] how many history arguments follow),
 # then, under one lease check, claims each (entry, slot) whose slot is later than its fence, or
 # which this token already claimed (a retry after a lost reply), taking the run lease of a guarded
-# one as its mode says (store/base.py RunGuard); returns flat (entry, holder) pairs, holder ""
-# unless another task held the run lease, and "-" for a guarded entry left unclaimed for that
-# reason.
+# one as its mode says (store/base.py RunGuard) and counting each new claim in the run counts
+# (KEYS[5]); returns flat (entry, holder) pairs, holder "" unless another task held the run
+# lease, and "-" for a guarded entry left unclaimed for that reason.
 CLAIM_SCRIPT = (
     PARSE_FENCE
     + RECORD_HISTORY
@@ -149,6 +150,7 @@ for i = start, #ARGV, 6 do
         if slot then previous = (token == '' and 'a' or '') .. slot end
         redis.call('HSET', KEYS[2], entry, ARGV[i + 1] .. '|' .. ARGV[1] .. '|' .. previous
           .. '|' .. ARGV[i + 2])
+        redis.call('HINCRBY', KEYS[5], entry, 1)
       end
       result[#result + 1] = entry
       result[#result + 1] = holder
@@ -175,6 +177,12 @@ for i = 2, #ARGV, 3 do
     redis.call('DEL', KEYS[3] .. ARGV[i])
   end
   if slot and token == ARGV[1] and tonumber(slot) == tonumber(ARGV[i + 1]) then
+    local runs = tonumber(redis.call('HGET', KEYS[4], ARGV[i]) or '0') or 0
+    if runs > 1 then
+      redis.call('HSET', KEYS[4], ARGV[i], runs - 1)
+    else
+      redis.call('HDEL', KEYS[4], ARGV[i])
+    end
     if previous == '' then
       redis.call('HDEL', KEYS[2], ARGV[i])
     elseif string.sub(previous, 1, 1) == 'a' then
@@ -220,6 +228,7 @@ if redis.call('GET', KEYS[1]) ~= ARGV[1] then
 end
 for i = 2, #ARGV do
   redis.call('HDEL', KEYS[2], ARGV[i])
+  redis.call('HDEL', KEYS[3], ARGV[i])
 end
 return 1
 """
@@ -332,6 +341,7 @@ class RedisStore(Store):
         check_prefix(prefix)
         self._leader = f"{{{prefix}}}:leader"
         self._fired = f"{{{prefix}}}:fired"
+        self._runs = f"{{{prefix}}}:runs"
         self._beats = f"{{{prefix}}}:beats"
         self._running = f"{{{prefix}}}:running:"
         self._shared = f"{{{prefix}}}:"
@@ -397,7 +407,7 @@ class RedisStore(Store):
                 check_guard(guard)
                 args += (entry, int(slot), fingerprint, guard.mode, guard.task_id, guard.ttl_ms)
         with self._talking():
-            keys = [self._leader, self._fired, self._running, self._history]
+            keys = [self._leader, self._fired, self._running, self._history, self._runs]
             flat = self._claim(keys=keys, args=args)
         pairs = list(zip(flat[::2], flat[1::2], strict=True))
         return Claimed(
@@ -415,7 +425,7 @@ class RedisStore(Store):
         for entry, slot in slots.items():
             args += (entry, int(slot), runs.get(entry, ""))
         with self._talking():
-            keys = [self._leader, self._fired, self._running]
+            keys = [self._leader, self._fired, self._running, self._runs]
             return set(self._unclaim(keys=keys, args=args))
 
     def anchor(self, token: str, anchors: Mapping[str, tuple[int, str]]) -> dict[str, Fence]:
@@ -432,21 +442,29 @@ class RedisStore(Store):
     def fences(self, entries: Iterable[str] | None = None) -> dict[str, Fence]:
         with self._talking():
             if entries is None:
-                stored: dict[str, str] = self._client.hgetall(self._fired)
+                pipe = self._client.pipeline()
+                stored: dict[str, str]
+                stored, counted = pipe.hgetall(self._fired).hgetall(self._runs).execute()
             else:
                 names = list(entries)
-                values = self._client.hmget(self._fired, names) if names else []
+                if not names:
+                    return {}
+                pipe = self._client.pipeline()
+                values, runs = pipe.hmget(self._fired, names).hmget(self._runs, names).execute()
                 stored = {
                     name: value
                     for name, value in zip(names, values, strict=True)
                     if value is not None
                 }
-        return self._parse_fences(stored.items())
+                counted = {name: n for name, n in zip(names, runs, strict=True) if n is not None}
+        counts = {name: int(n) for name, n in counted.items() if n.isdigit()}
+        return self._parse_fences(stored.items(), counts)
 
     def forget(self, token: str, entries: Iterable[str]) -> bool:
         names = list(entries)
         with self._talking():  # even with nothing to drop: the answer says if the lease is held
-            return bool(self._forget(keys=[self._leader, self._fired], args=[token, *names]))
+            keys = [self._leader, self._fired, self._runs]
+            return bool(self._forget(keys=keys, args=[token, *names]))
 
     def hold_run(self, entry: str, task_id: str, ttl_ms: int) -> bool:
         check_ttl(ttl_ms)

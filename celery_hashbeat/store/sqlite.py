@@ -52,7 +52,8 @@ SCHEMA = (
     " DEFAULT 0)",
     "CREATE TABLE IF NOT EXISTS hashbeat_fired (prefix TEXT NOT NULL, entry TEXT NOT NULL,"
     " slot INTEGER NOT NULL, token TEXT NOT NULL DEFAULT '-', previous TEXT NOT NULL DEFAULT '',"
-    " fingerprint TEXT NOT NULL DEFAULT '', PRIMARY KEY (prefix, entry)) WITHOUT ROWID",
+    " fingerprint TEXT NOT NULL DEFAULT '', runs INTEGER NOT NULL DEFAULT 0,"
+    " PRIMARY KEY (prefix, entry)) WITHOUT ROWID",
     "CREATE TABLE IF NOT EXISTS hashbeat_beats (prefix TEXT NOT NULL, token TEXT NOT NULL,"
     " role TEXT NOT NULL, last_seen_ms INTEGER NOT NULL, expires_ms INTEGER NOT NULL,"
     " digest TEXT NOT NULL DEFAULT '', boot TEXT NOT NULL DEFAULT '', ttl_ms INTEGER NOT NULL"
@@ -75,6 +76,7 @@ ADDED_COLUMNS = {
         "token TEXT NOT NULL DEFAULT '-'",
         "previous TEXT NOT NULL DEFAULT ''",
         "fingerprint TEXT NOT NULL DEFAULT ''",
+        "runs INTEGER NOT NULL DEFAULT 0",
     ),
     "hashbeat_beats": (
         "digest TEXT NOT NULL DEFAULT ''",
@@ -215,7 +217,7 @@ class SQLiteStore(Store):
     ) -> dict[str, tuple[Fence, str]]:
         """The readable fences of ``entries`` with their ``previous``, rows given back as the
         text the Redis store keeps, so one parser reads both."""
-        columns = "SELECT entry, slot, token, previous, fingerprint FROM hashbeat_fired"
+        columns = "SELECT entry, slot, token, previous, fingerprint, runs FROM hashbeat_fired"
         if entries is None:
             rows = list(db.execute(f"{columns} WHERE prefix = ?", (self._prefix,)))
         else:
@@ -226,14 +228,16 @@ class SQLiteStore(Store):
                     f"{columns} WHERE prefix = ? AND entry IN ({', '.join('?' * len(chunk))})",
                     (self._prefix, *chunk),
                 )
-        return self._parse_stored((row[0], "|".join(map(str, row[1:]))) for row in rows)
+        counts = {row[0]: int(row[5]) for row in rows if row[5]}
+        stored = ((row[0], "|".join(map(str, row[1:5]))) for row in rows)
+        return self._parse_stored(stored, counts)
 
     def _write(
-        self, db: sqlite3.Connection, rows: Iterable[tuple[str, int, str, str, str]]
+        self, db: sqlite3.Connection, rows: Iterable[tuple[str, int, str, str, str, int]]
     ) -> None:
         db.executemany(
             "INSERT OR REPLACE INTO hashbeat_fired (prefix, entry, slot, token, previous,"
-            " fingerprint) VALUES (?, ?, ?, ?, ?, ?)",
+            " fingerprint, runs) VALUES (?, ?, ?, ?, ?, ?, ?)",
             ((self._prefix, *row) for row in rows),
         )
 
@@ -318,7 +322,8 @@ class SQLiteStore(Store):
                 result.add(entry)
                 if not mine:
                     previous = "" if fence is None else f"{'a' if fence.anchor else ''}{fence.slot}"
-                    rows.append((entry, int(slot), token, previous, fingerprint))
+                    runs_before = 0 if fence is None else fence.runs
+                    rows.append((entry, int(slot), token, previous, fingerprint, runs_before + 1))
             self._write(db, rows)
         return result
 
@@ -343,7 +348,8 @@ class SQLiteStore(Store):
                     anchor = previous.startswith("a")
                     slot = int(previous.removeprefix("a"))
                     fingerprint = fence.fingerprint or ""
-                    restored.append((entry, slot, "" if anchor else "-", "", fingerprint))
+                    count = max(fence.runs - 1, 0)
+                    restored.append((entry, slot, "" if anchor else "-", "", fingerprint, count))
             db.executemany(
                 "DELETE FROM hashbeat_fired WHERE prefix = ? AND entry = ?",
                 ((self._prefix, entry) for entry in given),
@@ -362,8 +368,9 @@ class SQLiteStore(Store):
             for entry, (instant, fingerprint) in anchors.items():
                 fence = stored.get(entry)
                 if fence is None or fence.fingerprint not in (None, fingerprint):
-                    stored[entry] = Fence(int(instant), "", fingerprint)
-                    rows.append((entry, int(instant), "", "", fingerprint))
+                    count = 0 if fence is None else fence.runs
+                    stored[entry] = Fence(int(instant), "", fingerprint, count)
+                    rows.append((entry, int(instant), "", "", fingerprint, count))
             self._write(db, rows)
         return {entry: stored[entry] for entry in anchors}
 

@@ -59,7 +59,7 @@ def test_task_ids_and_headers(app: Celery, broker: Broker, clock: Clock, schedul
     assert headers["id"] == str(uuid.uuid5(NAMESPACE, f"every-minute|{START + MINUTE}"))
     assert headers["id"] == slot_task_id("every-minute", START + MINUTE)
     assert headers["task"] == "shop.refresh" and headers["mine"] == "kept"
-    assert headers["argsrepr"] == "(1, 2)" and headers["expires"] is not None
+    assert headers["argsrepr"] == "[1, 2]" and headers["expires"] is not None
 
 
 def test_every_kind_of_entry_runs(

@@ -80,6 +80,7 @@ def test_store_options_follow_celery_and_redis_py_conventions() -> None:
         ),
         ({"hashbeat_catch_up": "newest"}, "hashbeat_catch_up must be one of 'latest', 'all'"),
         ({"hashbeat_catch_up_window": -1}, "hashbeat_catch_up_window must be a positive"),
+        ({"beat_cron_starting_deadline": "soon"}, "beat_cron_starting_deadline must be a"),
         ({"hashbeat_key_prefix": "{p}"}, "hashbeat_key_prefix must be a non-empty string"),
         ({"hashbeat_store_url": 6379}, "hashbeat_store_url must be a URL string"),
         ({"hashbeat_store_options": "fast"}, "hashbeat_store_options must be a dict"),

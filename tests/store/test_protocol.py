@@ -297,6 +297,34 @@ def test_a_fence_restored_by_a_give_back_is_nobodys_to_give_back_again(store: St
     assert store.fences() == {"x": Fence(100, "-", FP)}
 
 
+def test_a_run_count_is_kept_beside_each_fence(store: Store) -> None:
+    assert store.acquire("a", LONG)
+    assert store.claim("a", fp({"x": 100, "y": 100})) == {"x", "y"}
+    assert store.claim("a", fp({"x": 200})) == {"x"}
+    assert store.claim("a", fp({"x": 200})) == {"x"}  # its own claim again: not a new run
+    assert {name: fence.runs for name, fence in store.fences().items()} == {"x": 2, "y": 1}
+    assert store.unclaim("a", {"x": 200}) == {"x"}  # given back: that run did not happen
+    assert store.fences(["x"])["x"].runs == 1
+    assert store.anchor("a", {"x": (500, "fp2")})["x"].slot == 500  # another schedule
+    assert store.fences(["x"])["x"].runs == 1  # the entry's count outlives a schedule change
+    assert store.forget("a", ["x"])
+    assert store.claim("a", fp({"x": 600})) == {"x"}
+    assert store.fences(["x"])["x"].runs == 1  # a forgotten entry counts afresh
+
+
+def test_fences_written_without_a_run_count_read_as_zero_runs(
+    store: Store, write_raw: Callable[[str, str], None]
+) -> None:
+    write_raw("bare", "1700000000000")
+    write_raw("claimed", "1700000000000|old-beat||fp1")
+    fences = store.fences()
+    assert {name: fence.runs for name, fence in fences.items()} == {"bare": 0, "claimed": 0}
+    assert fences["claimed"] == Fence(1_700_000_000_000, "old-beat", FP)
+    assert store.acquire("a", LONG)
+    assert store.claim("a", fp({"claimed": 1_700_000_060_000})) == {"claimed"}
+    assert store.fences(["claimed"])["claimed"].runs == 1
+
+
 def test_last_slots_of_some_entries(store: Store) -> None:
     assert store.last_slots() == {}
     assert store.last_slots([]) == {}

@@ -283,6 +283,7 @@ def test_a_file_of_release_0_1_is_upgraded_in_place(tmp_path: Path) -> None:
         }
         assert store.claim("a", {"nightly": (1_700_000_000_000, "fp")}) == set()
         assert store.claim("a", {"nightly": (1_700_000_060_000, "fp")}) == {"nightly"}
+        assert store.fences()["nightly"].runs == 1  # the run count's column, added in place
         store.heartbeat("a", "leader", LONG, "0f3a")
         assert [(beat.token, beat.schedule_digest) for beat in store.beats()] == [("a", "0f3a")]
     finally:
