@@ -99,6 +99,12 @@ class Server:
         return (self.dir / "server.log").read_text(errors="replace")[-3000:]
 
 
+def in_sync(master: Server, replica: Server) -> bool:
+    """True when the replica has received every write the master has made."""
+    written = master.client.info("replication")["master_repl_offset"]
+    return bool(replica.client.info("replication").get("slave_repl_offset") == written)
+
+
 class Topology:
     """Servers started together and reaped together."""
 
