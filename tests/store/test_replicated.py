@@ -120,10 +120,7 @@ def test_sentinel_failover_and_min_replicas(
             setup.url,
             setup.master,
             setup.replica,
-            lambda: (
-                setup.master_port() == setup.replica.port
-                and setup.replica.client.info("replication")["role"] == "master"
-            ),
+            setup.promoted,
             opened,
             min_replicas,
         )

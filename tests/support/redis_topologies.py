@@ -69,6 +69,9 @@ class Server:
             conf.write_text("\n".join(extra) + "\n")
             args += [str(conf), "--sentinel"]
             extra = []
+        else:
+            # A replica's first sync starts at once, not after the default 5 s delay.
+            extra = ["--repl-diskless-sync-delay", "0", *extra]
         args += ["--port", str(self.port), "--bind", HOST, "--save", "", "--appendonly", "no"]
         args += ["--dir", str(self.dir), *extra]
         log = (self.dir / "server.log").open("ab")
@@ -140,6 +143,7 @@ class SentinelSetup(Topology):
         super().__init__()
         self.down_after_ms = down_after_ms
         self.sentinels: list[Server] = []
+        self._forced = False
 
     def start(self) -> SentinelSetup:
         try:
@@ -181,6 +185,16 @@ class SentinelSetup(Topology):
             "SENTINEL", "GET-MASTER-ADDR-BY-NAME", self.MASTER_NAME
         )
         return int(port)
+
+    def promoted(self) -> bool:
+        """True once the sentinels name the replica as master and it knows it; until then, asks
+        a sentinel to fail over at once (as an operator would), not after its own timeouts."""
+        if self.master_port() == self.replica.port:
+            return bool(self.replica.client.info("replication")["role"] == "master")
+        if not self._forced:
+            self._forced = True
+            self.sentinels[0].client.execute_command("SENTINEL", "FAILOVER", self.MASTER_NAME)
+        return False
 
     def url(self, query: str = "") -> str:
         hosts = ",".join(f"{HOST}:{sentinel.port}" for sentinel in self.sentinels)
@@ -235,7 +249,18 @@ class ClusterSetup(Topology):
             wait_for(self.healthy, 10, "the cluster reporting cluster_state:ok")
             self.holder = self.serving(self.key)
             self.replica = self.node("replica")
-            self.replica.client.execute_command("CLUSTER", "MEET", HOST, str(self.holder.port))
+            for master in self.masters:
+                self.replica.client.execute_command("CLUSTER", "MEET", HOST, str(master.port))
+            replica_id = self.replica.client.execute_command("CLUSTER", "MYID")
+            # Every master must know the replica, or they deny it their votes in the failover.
+            wait_for(
+                lambda: all(
+                    replica_id in master.client.execute_command("CLUSTER", "NODES")
+                    for master in self.masters
+                ),
+                10,
+                "every master learning of the replica",
+            )
             holder_id = self.holder.client.execute_command("CLUSTER", "MYID")
             wait_for(
                 lambda: self.replica.client.execute_command("CLUSTER", "REPLICATE", holder_id),
@@ -271,12 +296,16 @@ class ClusterSetup(Topology):
         return info.get("role") == "slave" and info.get("master_link_status") == "up"
 
     def promoted(self) -> bool:
-        """True once the replica serves ``key``'s slot; until then, asks it to take over (as an
-        operator would when the automatic failover is slow to start)."""
-        if self.replica.client.info("replication").get("role") == "slave":
-            self.replica.client.execute_command("CLUSTER", "FAILOVER", "TAKEOVER")
-            return False
-        return self.serving(self.key) is self.replica
+        """True once every live node says the replica serves ``key``'s slot: the cluster's own
+        failover (the masters left vote, after the node timeout) has happened and spread."""
+        slot = key_slot(self.key)
+        views: set[int] = set()
+        for server in self.servers:
+            if server.alive:
+                for start, end, master, *_ in server.client.execute_command("CLUSTER", "SLOTS"):
+                    if start <= slot <= end:
+                        views.add(int(master[1]))
+        return views == {self.replica.port}
 
     def url(self, query: str = "") -> str:
         hosts = ",".join(f"{HOST}:{server.port}" for server in self.masters)
