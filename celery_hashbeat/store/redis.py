@@ -341,11 +341,18 @@ class RedisStore(Store):
     ``optional``, ``none``, or Celery's ``CERT_*`` spelling), ``ssl_ca_certs``, ``ssl_certfile``,
     ``ssl_keyfile``, ``ssl_check_hostname`` (``rediss://`` only), ``master_name`` and
     ``sentinel_kwargs`` (Sentinel only; the latter a dict of connection options for the
-    sentinels themselves). ``transport_options``, Celery's dict of broker options, supplies any of
-    these it holds and its other keys are ignored.
+    sentinels themselves), ``min_replicas`` (replicas that must hold a claim before it is
+    reported claimed, default 0) and ``min_replicas_timeout`` (seconds to wait for them, default
+    1 or half of ``socket_timeout``). ``transport_options``, Celery's dict of broker options,
+    supplies any of these it holds and its other keys are ignored.
+
+    ``redis+cluster://host:port[,host:port...]`` (database 0 only) goes through redis-py's
+    RedisCluster, made on first use; every key is in the one slot of the hash tag.
 
     Commands are never retried behind the caller's back: a claim that timed out may have run, and
-    running it again would report its own slots as taken.
+    running it again would report its own slots as taken. A claim that fewer than
+    ``min_replicas`` replicas acknowledge raises StoreUnavailable: it was made, but must not be
+    published, and the caller retries it as a claim whose reply was lost.
     """
 
     def __init__(self, url: str, prefix: str = "hashbeat", **options: object) -> None:
