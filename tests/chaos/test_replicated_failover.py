@@ -50,6 +50,7 @@ def test_sentinel_master_killed_under_three_beats(
             prefix=PREFIX,
             queue="chaos",
             ttl=TTL,
+            schedule="failover",
         ).start(beats=3)
 
         def promoted() -> bool:
@@ -68,5 +69,35 @@ def test_cluster_master_killed_under_three_beats(
             prefix=PREFIX,
             queue="chaos",
             ttl=TTL,
+            schedule="failover",
         ).start(beats=3)
         kill_the_master(chaos, setup.holder, setup.replica, setup.promoted)
+
+
+def test_min_replicas_holds_back_every_slot_while_the_replica_is_frozen(
+    cluster: MakeCluster, private_redis: RedisProcess
+) -> None:
+    """With hashbeat_store_min_replicas = 1 and the only replica frozen, no claim is confirmed,
+    so nothing is sent (a quarter-second entry falls due all along); once it thaws, every slot
+    owed goes out once (catch_up="all")."""
+    with SentinelSetup() as setup:
+        chaos = cluster(
+            broker_url=private_redis.url,
+            store_url=setup.url("min_replicas=1&min_replicas_timeout=0.3"),
+            prefix=PREFIX,
+            queue="chaos",
+            ttl=TTL,
+            schedule="failover",
+        ).start(beats=3)
+        chaos.steady()
+        chaos.quiet_moment()
+        since = chaos.note(f"SIGSTOP the replica, port {setup.replica.port}")
+        setup.replica.pause()
+        time.sleep(2.5)
+        until = chaos.note("SIGCONT the replica")
+        setup.replica.resume()
+        held = [d for d in chaos.recorder.deliveries() if since + 0.5 < d.received < until]
+        assert not held, f"sent while no replica could hold the claims: {held}"
+        assert chaos.enqueued_after(until, 10) is not None, "nothing sent once the replica thawed"
+        chaos.steady()
+        assert_clean_finish(chaos)
