@@ -305,6 +305,15 @@ TRANSIENT_REPLIES = (
     "CLUSTERDOWN",
 )
 
+#: How redis-py words a refused login inside a cluster client's "cannot be connected" error.
+CLUSTER_AUTH_WORDING = (
+    "invalid username-password pair",
+    "Authentication required",
+    "WRONGPASS",
+    "NOAUTH",
+    "NOPERM",
+)
+
 
 class Replication:
     """What ``min_replicas`` asks of each claim: that ``replicas`` replicas hold it within
@@ -624,10 +633,23 @@ class RedisStore(Store):
             redis.AuthenticationWrongNumberOfArgsError,
             redis.exceptions.NoPermissionError,
         )
-        if isinstance(exc, auth_errors) or text.startswith(("WRONGPASS", "NOAUTH", "NOPERM")):
+        # redis-py's cluster client reports a refused login as "cannot be connected", in words.
+        refused = isinstance(exc, RedisClusterException) and any(
+            words in text for words in CLUSTER_AUTH_WORDING
+        )
+        if (
+            refused
+            or isinstance(exc, auth_errors)
+            or text.startswith(("WRONGPASS", "NOAUTH", "NOPERM"))
+        ):
+            example = (
+                "redis+cluster://user:password@host:port,host:port"
+                if self._plain is None
+                else "redis://user:password@host:port/db"
+            )
             return StoreAuthError(
                 f"Redis store {self.url} refused the credentials ({text}): set the right user and "
-                "password in hashbeat_store_url (redis://user:password@host:port/db)"
+                f"password in hashbeat_store_url ({example})"
             )
         transient = (
             redis.ConnectionError,

@@ -8,8 +8,9 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from celery_hashbeat.store import StoreConfigError, StoreUnavailable, open_store
+from celery_hashbeat.store import StoreAuthError, StoreConfigError, StoreUnavailable, open_store
 from celery_hashbeat.store.base import RunGuard, Store
+from tests.support.redis_server import RedisProcess
 from tests.support.redis_topologies import ClusterSetup, SentinelSetup, Server, wait_for
 
 PREFIX = "replicated"
@@ -49,6 +50,17 @@ def test_an_unreachable_cluster_is_unavailable_with_the_password_masked() -> Non
         store.ping()
     assert "secret" not in str(caught.value) and "***" in str(caught.value)
     store.close()
+
+
+def test_a_refused_cluster_login_is_an_auth_error() -> None:
+    with RedisProcess(password="right") as server:
+        store = open_store(f"redis+cluster://:wrong@127.0.0.1:{server.port}", socket_timeout=1)
+        with pytest.raises(StoreAuthError) as caught:
+            store.ping()
+        store.close()
+    assert "wrong" not in str(caught.value)
+    assert "redis+cluster://:***@" in str(caught.value)
+    assert "redis+cluster://user:password@host:port" in str(caught.value)
 
 
 @pytest.mark.slow
