@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any, cast
 from celery import beat
 from celery.exceptions import ImproperlyConfigured
 from celery.utils.log import get_logger
-from kombu.utils.url import maybe_sanitize_url
 
 from celery_hashbeat.background import Abandoned, Guarded, Runner
 from celery_hashbeat.catalog import Catalog
@@ -49,6 +48,7 @@ from celery_hashbeat.settings import ConfigurationExit, Settings
 from celery_hashbeat.slots import ScheduleEnded, ScheduleTooSlow
 from celery_hashbeat.stopping import GRACE, StopRequests
 from celery_hashbeat.store import open_store
+from celery_hashbeat.store._util import mask_url
 from celery_hashbeat.store.base import StoreConfigError, StoreUnavailable
 
 if TYPE_CHECKING:
@@ -129,7 +129,7 @@ class Scheduler(beat.Scheduler):
                 "beat: the schedule file %s is not used: celery_hashbeat keeps its state in the "
                 "store (%s); the --schedule option can be left out",
                 filename,
-                maybe_sanitize_url(self.settings.store_url),
+                mask_url(self.settings.store_url),
             )
         super().__init__(app, *args, **kwargs)
         self.watch.wait_at_most(self.max_wait)
@@ -691,7 +691,7 @@ class Scheduler(beat.Scheduler):
             "entries": len(self.entries),
             "broken_entries": sorted(self.broken.copy()),  # copied at once: read off-thread
             "store": {
-                "url": maybe_sanitize_url(self.settings.store_url),
+                "url": mask_url(self.settings.store_url),
                 "prefix": self.settings.key_prefix,
                 "ready": ready,
                 "detail": why,
@@ -704,7 +704,7 @@ class Scheduler(beat.Scheduler):
     def info(self) -> str:
         settings = self.settings
         return (
-            f"    . store -> {maybe_sanitize_url(settings.store_url)} "
+            f"    . store -> {mask_url(settings.store_url)} "
             f"(prefix {settings.key_prefix})\n"
             f"    . lease -> {settings.lease_ttl:g}s, renewed every {settings.renew_interval:g}s; "
             f"catch-up {settings.catch_up}"

@@ -41,6 +41,7 @@ KNOWN_SETTINGS = (
     "hashbeat_http_port",
     "hashbeat_http_host",
     "hashbeat_metrics_entry_labels",
+    "hashbeat_store_min_replicas",
 )
 
 logger = logging.getLogger("celery_hashbeat.settings")
@@ -286,12 +287,33 @@ def store_options(conf: Any, url: str, renew: float) -> dict[str, Any]:
     master = conf.get("hashbeat_sentinel_master")
     if master is not None:
         options.setdefault("master_name", master)
+    replicas = min_replicas(conf.get("hashbeat_store_min_replicas"), url)
+    if replicas:
+        options.setdefault("min_replicas", replicas)
     transport = options.get("transport_options")
     configured = {*options, *(transport if isinstance(transport, Mapping) else ())}
     timeouts = ("timeout",) if url.startswith("sqlite") else TIMEOUT_OPTIONS
     if not any(name in configured or f"{name}=" in url for name in timeouts):
         options.update(dict.fromkeys(timeouts, renew))
     return options
+
+
+def min_replicas(value: object, url: str) -> int:
+    """``hashbeat_store_min_replicas``: how many replicas must hold each claim (Redis WAIT)."""
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ImproperlyConfigured(
+            f"hashbeat_store_min_replicas must be a whole number of replicas, 0 or more, not "
+            f"{value!r}: write for example hashbeat_store_min_replicas = 1"
+        )
+    if value and not url.startswith("redis"):
+        raise ImproperlyConfigured(
+            f"hashbeat_store_min_replicas = {value} needs a Redis store with replicas, and the "
+            f"store is {url.partition('://')[0]}://: use a redis:// (Sentinel, Cluster) "
+            "hashbeat_store_url, or leave hashbeat_store_min_replicas unset"
+        )
+    return value
 
 
 def read_keys(conf: Any) -> dict[str, str]:

@@ -1,7 +1,8 @@
-"""The HA store: Redis (plain, TLS or Sentinel), every multi-step change one Lua script.
+"""The HA store: Redis (plain, TLS, Sentinel or Cluster), every multi-step change one Lua script.
 
 All keys share the hash tag ``{<prefix>}`` so that one Redis Cluster slot holds them and a script
-may touch them together:
+may touch them together (a script that builds a key from a declared key's prefix, such as
+``{p}:running:<entry>``, stays in that slot, since the hash tag comes first):
 
 - ``{p}:leader``: the leader's token, with the lease TTL as the key's expiry;
 - ``{p}:fired``: a hash, entry name -> its fence (``slot|token|previous|fingerprint``, see
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import re
 import ssl
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,9 @@ from urllib.parse import unquote, urlsplit
 
 import redis
 from redis.backoff import NoBackoff
+from redis.cluster import ClusterNode, RedisCluster
+from redis.commands.core import Script
+from redis.exceptions import RedisClusterException
 from redis.retry import Retry
 from redis.sentinel import Sentinel
 
@@ -300,15 +304,26 @@ return 1
 #: however spelled, is misread.
 BEAT_VALUE = re.compile(r"^(?P<role>.*)\|(?P<seen>\d+)\|(?P<expires>\d+)(?:\|d(?P<digest>[^|]*))?$")
 
-SCHEMES = {"redis": 6379, "rediss": 6379, "redis+sentinel": 26379, "rediss+sentinel": 26379}
+SCHEMES = {
+    "redis": 6379,
+    "rediss": 6379,
+    "redis+sentinel": 26379,
+    "rediss+sentinel": 26379,
+    "redis+cluster": 6379,
+    "rediss+cluster": 6379,
+}
 TLS_OPTIONS = ("ssl_cert_reqs", "ssl_ca_certs", "ssl_certfile", "ssl_keyfile", "ssl_check_hostname")
 OPTIONS = (
     "socket_timeout",
     "socket_connect_timeout",
     "master_name",
     "sentinel_kwargs",
+    "min_replicas",
+    "min_replicas_timeout",
     *TLS_OPTIONS,
 )
+#: How long a claim waits for its replicas unless ``min_replicas_timeout`` says otherwise.
+DEFAULT_REPLICAS_TIMEOUT_S = 1.0
 CERT_REQS = {
     "required": ssl.CERT_REQUIRED,
     "optional": ssl.CERT_OPTIONAL,
@@ -318,7 +333,55 @@ CERT_REQS = {
     "cert_none": ssl.CERT_NONE,
 }
 # Server replies that mean "not now" rather than "never": retrying later can succeed.
-TRANSIENT_REPLIES = ("BUSY", "LOADING", "MASTERDOWN", "READONLY", "OOM", "MISCONF", "TRYAGAIN")
+# MOVED, ASK and CLUSTERDOWN come from a Redis Cluster whose slots are moving (a failover).
+TRANSIENT_REPLIES = (
+    "BUSY",
+    "LOADING",
+    "MASTERDOWN",
+    "READONLY",
+    "OOM",
+    "MISCONF",
+    "TRYAGAIN",
+    "MOVED",
+    "ASK",
+    "CLUSTERDOWN",
+)
+
+#: How redis-py words a refused login inside a cluster client's "cannot be connected" error.
+CLUSTER_AUTH_WORDING = (
+    "invalid username-password pair",
+    "Authentication required",
+    "WRONGPASS",
+    "NOAUTH",
+    "NOPERM",
+)
+
+
+class Replication:
+    """What ``min_replicas`` asks of each claim: that ``replicas`` replicas hold it within
+    ``timeout_ms`` (Redis ``WAIT``); zero replicas asks nothing."""
+
+    def __init__(self, replicas: int, timeout_ms: int) -> None:
+        self.replicas = replicas
+        self.timeout_ms = timeout_ms
+
+
+class Connected:
+    """What ``_connect`` made: a client, or for a cluster how to make one on first use (redis-py's
+    cluster client connects as it is built); the Sentinel if any; the password, to keep out of
+    messages; and the replication each claim needs."""
+
+    def __init__(
+        self,
+        client: redis.Redis[str] | Callable[[], RedisCluster[str]],
+        sentinel: Sentinel | None,
+        secret: str | None,
+        replication: Replication,
+    ) -> None:
+        self.client = client
+        self.sentinel = sentinel
+        self.secret = secret
+        self.replication = replication
 
 
 class RedisStore(Store):
@@ -329,11 +392,18 @@ class RedisStore(Store):
     ``optional``, ``none``, or Celery's ``CERT_*`` spelling), ``ssl_ca_certs``, ``ssl_certfile``,
     ``ssl_keyfile``, ``ssl_check_hostname`` (``rediss://`` only), ``master_name`` and
     ``sentinel_kwargs`` (Sentinel only; the latter a dict of connection options for the
-    sentinels themselves). ``transport_options``, Celery's dict of broker options, supplies any of
-    these it holds and its other keys are ignored.
+    sentinels themselves), ``min_replicas`` (replicas that must hold a claim before it is
+    reported claimed, default 0) and ``min_replicas_timeout`` (seconds to wait for them, default
+    1 or half of ``socket_timeout``). ``transport_options``, Celery's dict of broker options,
+    supplies any of these it holds and its other keys are ignored.
+
+    ``redis+cluster://host:port[,host:port...]`` (database 0 only) goes through redis-py's
+    RedisCluster, made on first use; every key is in the one slot of the hash tag.
 
     Commands are never retried behind the caller's back: a claim that timed out may have run, and
-    running it again would report its own slots as taken.
+    running it again would report its own slots as taken. A claim that fewer than
+    ``min_replicas`` replicas acknowledge raises StoreUnavailable: it was made, but must not be
+    published, and the caller retries it as a claim whose reply was lost.
     """
 
     def __init__(self, url: str, prefix: str = "hashbeat", **options: object) -> None:
@@ -346,19 +416,62 @@ class RedisStore(Store):
         self._running = f"{{{prefix}}}:running:"
         self._shared = f"{{{prefix}}}:"
         self._history = f"{{{prefix}}}:history:"
-        self._sentinel, self._client, self._secret = _connect(url, options)
-        self._renew = self._client.register_script(RENEW_SCRIPT)
-        self._release = self._client.register_script(RELEASE_SCRIPT)
-        self._claim = self._client.register_script(CLAIM_SCRIPT)
-        self._unclaim = self._client.register_script(UNCLAIM_SCRIPT)
-        self._anchor = self._client.register_script(ANCHOR_SCRIPT)
-        self._forget = self._client.register_script(FORGET_SCRIPT)
-        self._heartbeat = self._client.register_script(HEARTBEAT_SCRIPT)
-        self._hold_run = self._client.register_script(HOLD_RUN_SCRIPT)
-        self._renew_runs = self._client.register_script(RENEW_RUNS_SCRIPT)
-        self._release_run = self._client.register_script(RELEASE_RUN_SCRIPT)
-        self._share = self._client.register_script(SHARE_SCRIPT)
-        self._record = self._client.register_script(RECORD_SCRIPT)
+        connected = _connect(url, options)
+        self._sentinel, self._secret = connected.sentinel, connected.secret
+        self._replication = connected.replication
+        self._plain: redis.Redis[str] | None = None
+        self._make_cluster: Callable[[], RedisCluster[str]] | None = None
+        if isinstance(connected.client, redis.Redis):
+            self._plain = connected.client
+        else:
+            self._make_cluster = connected.client
+        self._cluster: RedisCluster[str] | None = None
+        #: The cluster's slot map may be out of date (a node failed or a slot moved).
+        self._stale = False
+        # A client that never connects, only to encode the scripts; each call names its client.
+        encoder: redis.Redis[str] = redis.Redis(decode_responses=True)
+        self._renew = Script(encoder, RENEW_SCRIPT)
+        self._release = Script(encoder, RELEASE_SCRIPT)
+        self._claim = Script(encoder, CLAIM_SCRIPT)
+        self._unclaim = Script(encoder, UNCLAIM_SCRIPT)
+        self._anchor = Script(encoder, ANCHOR_SCRIPT)
+        self._forget = Script(encoder, FORGET_SCRIPT)
+        self._heartbeat = Script(encoder, HEARTBEAT_SCRIPT)
+        self._hold_run = Script(encoder, HOLD_RUN_SCRIPT)
+        self._renew_runs = Script(encoder, RENEW_RUNS_SCRIPT)
+        self._release_run = Script(encoder, RELEASE_RUN_SCRIPT)
+        self._share = Script(encoder, SHARE_SCRIPT)
+        self._record = Script(encoder, RECORD_SCRIPT)
+
+    @property
+    def _client(self) -> Any:
+        """The client every plain command goes through: redis-py's Redis (plain or Sentinel's
+        master) or RedisCluster, made on first use."""
+        if self._plain is not None:
+            return self._plain
+        if self._cluster is None:
+            assert self._make_cluster is not None
+            self._cluster = self._make_cluster()
+        return self._cluster
+
+    def _node(self) -> redis.Redis[str]:
+        """A client of the one server that holds every key: the master itself, or the cluster
+        node that serves the hash tag's slot. Commands that must share one connection (a
+        pipeline, a claim and its WAIT) or that have no key of their own (TIME) go here."""
+        if self._plain is not None:
+            return self._plain
+        cluster: RedisCluster[str] = self._client
+        if self._stale:
+            self._stale = False
+            cluster.nodes_manager.initialize()
+        node = cluster.get_node_from_key(self._leader)
+        if node is None:
+            raise RedisClusterException(f"no node serves the slot of {self._leader}")
+        client: redis.Redis[str] = cluster.get_redis_connection(node)
+        return client
+
+    def _run(self, script: Script, keys: list[str], args: list[str | int]) -> Any:
+        return script(keys=keys, args=args, client=self._client)
 
     def acquire(self, token: str, ttl_ms: int) -> bool:
         check_ttl(ttl_ms)
@@ -372,15 +485,15 @@ class RedisStore(Store):
         check_ttl(ttl_ms)
         args: list[str | int] = [token, ttl_ms, HISTORY_CAP, *_flat(history)]
         with self._talking():
-            return bool(self._renew(keys=[self._leader, self._history], args=args))
+            return bool(self._run(self._renew, [self._leader, self._history], args))
 
     def release(self, token: str) -> bool:
         with self._talking():
-            return bool(self._release(keys=[self._leader, self._beats], args=[token]))
+            return bool(self._run(self._release, [self._leader, self._beats], [token]))
 
     def leader(self) -> LeaseInfo | None:
         with self._talking():
-            pipe = self._client.pipeline(transaction=True)
+            pipe = self._node().pipeline(transaction=True)
             token, ttl_left = pipe.get(self._leader).pttl(self._leader).execute()
         return None if token is None or ttl_left < 0 else LeaseInfo(token, ttl_left)
 
@@ -406,9 +519,28 @@ class RedisStore(Store):
             else:
                 check_guard(guard)
                 args += (entry, int(slot), fingerprint, guard.mode, guard.task_id, guard.ttl_ms)
+        keys = [self._leader, self._fired, self._running, self._history, self._runs]
+        wanted = self._replication.replicas
         with self._talking():
-            keys = [self._leader, self._fired, self._running, self._history, self._runs]
-            flat = self._claim(keys=keys, args=args)
+            if wanted:
+                # WAIT counts the replicas holding this connection's writes, so it goes down the
+                # same connection as the claim, right behind it.
+                pipe = self._node().pipeline(transaction=False)
+                self._claim(keys=keys, args=args, client=pipe)
+                pipe.execute_command("WAIT", wanted, self._replication.timeout_ms)  # type: ignore[no-untyped-call]
+                flat, acked = pipe.execute()
+            else:
+                flat, acked = self._run(self._claim, keys, args), 0
+        if flat and acked < wanted:
+            # Not published: to the caller this is a claim whose reply was lost; retried, the
+            # claim is recognised as its own and waited for again (DESIGN.md §10).
+            raise StoreUnavailable(
+                f"Redis store {self.url}: a claim of {len(flat) // 2} slot(s) reached {acked} "
+                f"replica(s) within {self._replication.timeout_ms} ms, not the {wanted} that "
+                "hashbeat_store_min_replicas asks for, so a failover could lose it; its slots are "
+                "not sent and the claim is retried (bring the replicas back, or lower "
+                "hashbeat_store_min_replicas)"
+            )
         pairs = list(zip(flat[::2], flat[1::2], strict=True))
         return Claimed(
             (entry for entry, holder in pairs if not holder.startswith("-")),
@@ -426,7 +558,7 @@ class RedisStore(Store):
             args += (entry, int(slot), runs.get(entry, ""))
         with self._talking():
             keys = [self._leader, self._fired, self._running, self._runs]
-            return set(self._unclaim(keys=keys, args=args))
+            return set(self._run(self._unclaim, keys, args))
 
     def anchor(self, token: str, anchors: Mapping[str, tuple[int, str]]) -> dict[str, Fence]:
         if not anchors:
@@ -435,21 +567,21 @@ class RedisStore(Store):
         for entry, (instant, fingerprint) in anchors.items():
             args += (entry, int(instant), fingerprint)
         with self._talking():
-            flat = self._anchor(keys=[self._leader, self._fired], args=args)
+            flat = self._run(self._anchor, [self._leader, self._fired], args)
         pairs = iter(flat)
         return self._parse_fences(zip(pairs, pairs, strict=True))
 
     def fences(self, entries: Iterable[str] | None = None) -> dict[str, Fence]:
         with self._talking():
             if entries is None:
-                pipe = self._client.pipeline()
+                pipe = self._node().pipeline()
                 stored: dict[str, str]
                 stored, counted = pipe.hgetall(self._fired).hgetall(self._runs).execute()
             else:
                 names = list(entries)
                 if not names:
                     return {}
-                pipe = self._client.pipeline()
+                pipe = self._node().pipeline()
                 values, runs = pipe.hmget(self._fired, names).hmget(self._runs, names).execute()
                 stored = {
                     name: value
@@ -464,12 +596,12 @@ class RedisStore(Store):
         names = list(entries)
         with self._talking():  # even with nothing to drop: the answer says if the lease is held
             keys = [self._leader, self._fired, self._runs]
-            return bool(self._forget(keys=keys, args=[token, *names]))
+            return bool(self._run(self._forget, keys, [token, *names]))
 
     def hold_run(self, entry: str, task_id: str, ttl_ms: int) -> bool:
         check_ttl(ttl_ms)
         with self._talking():
-            return bool(self._hold_run(keys=[self._running + entry], args=[task_id, ttl_ms]))
+            return bool(self._run(self._hold_run, [self._running + entry], [task_id, ttl_ms]))
 
     def renew_runs(self, runs: Mapping[str, str], ttl_ms: int) -> set[str]:
         check_ttl(ttl_ms)
@@ -479,21 +611,22 @@ class RedisStore(Store):
         for entry, task_id in runs.items():
             args += (entry, task_id)
         with self._talking():
-            return set(self._renew_runs(keys=[self._running], args=args))
+            return set(self._run(self._renew_runs, [self._running], args))
 
     def release_run(self, entry: str, task_id: str) -> bool:
         with self._talking():
-            return bool(self._release_run(keys=[self._running + entry], args=[task_id]))
+            return bool(self._run(self._release_run, [self._running + entry], [task_id]))
 
     def running(self, entries: Iterable[str] | None = None) -> dict[str, str]:
         with self._talking():
+            node = self._node()  # every run lease is in the one slot: no cluster-wide scan
             if entries is None:
-                keys = list(self._client.scan_iter(match=_glob(self._running) + "*", count=1000))
+                keys = list(node.scan_iter(match=_glob(self._running) + "*", count=1000))
                 names = [key[len(self._running) :] for key in keys]
             else:
                 names = list(entries)
                 keys = [self._running + name for name in names]
-            values = self._client.mget(keys) if keys else []
+            values = node.mget(keys) if keys else []
         return {name: value for name, value in zip(names, values, strict=True) if value is not None}
 
     def shared(self, name: str) -> str | None:
@@ -503,13 +636,13 @@ class RedisStore(Store):
 
     def share(self, token: str, name: str, value: str) -> bool:
         with self._talking():
-            return bool(self._share(keys=[self._leader, self._shared + name], args=[token, value]))
+            return bool(self._run(self._share, [self._leader, self._shared + name], [token, value]))
 
     def record(self, history: History) -> None:
         if not history:
             return
         with self._talking():
-            self._record(keys=[self._history], args=[HISTORY_CAP, *_flat(history)])
+            self._run(self._record, [self._history], [HISTORY_CAP, *_flat(history)])
 
     def history(self, entry: str, limit: int = HISTORY_CAP) -> list[str]:
         if limit <= 0:
@@ -521,11 +654,11 @@ class RedisStore(Store):
         check_ttl(ttl_ms)
         check_digest(schedule_digest)
         with self._talking():
-            self._heartbeat(keys=[self._beats], args=[token, role, ttl_ms, schedule_digest])
+            self._run(self._heartbeat, [self._beats], [token, role, ttl_ms, schedule_digest])
 
     def beats(self) -> list[BeatInfo]:
         with self._talking():
-            pipe = self._client.pipeline(transaction=True)
+            pipe = self._node().pipeline(transaction=True)
             (seconds, micros), stored = pipe.time().hgetall(self._beats).execute()
         now = seconds * 1000 + micros // 1000
         seen = []
@@ -539,11 +672,14 @@ class RedisStore(Store):
 
     def ping(self) -> None:
         with self._talking():
-            self._client.ping()
+            self._node().ping()
 
     def close(self) -> None:
-        self._client.close()
-        self._client.connection_pool.disconnect()
+        if self._plain is not None:
+            self._plain.close()
+            self._plain.connection_pool.disconnect()
+        if self._cluster is not None:
+            self._cluster.close()
         for sentinel in self._sentinel.sentinels if self._sentinel else ():
             sentinel.close()
 
@@ -552,10 +688,13 @@ class RedisStore(Store):
         """Turn redis-py's errors into the protocol's, worded for whoever reads the log."""
         try:
             yield
-        except redis.RedisError as exc:
+        except (redis.RedisError, RedisClusterException) as exc:
+            moved = str(exc).startswith(("MOVED", "ASK", "CLUSTERDOWN"))
+            if self._plain is None and (moved or not isinstance(exc, redis.ResponseError)):
+                self._stale = True
             raise self._translate(exc) from exc
 
-    def _translate(self, exc: redis.RedisError) -> StoreError:
+    def _translate(self, exc: redis.RedisError | RedisClusterException) -> StoreError:
         text = str(exc) or type(exc).__name__
         if self._secret:
             text = text.replace(self._secret, "***")
@@ -564,24 +703,38 @@ class RedisStore(Store):
             redis.AuthenticationWrongNumberOfArgsError,
             redis.exceptions.NoPermissionError,
         )
-        if isinstance(exc, auth_errors) or text.startswith(("WRONGPASS", "NOAUTH", "NOPERM")):
+        # redis-py's cluster client reports a refused login as "cannot be connected", in words.
+        refused = isinstance(exc, RedisClusterException) and any(
+            words in text for words in CLUSTER_AUTH_WORDING
+        )
+        if (
+            refused
+            or isinstance(exc, auth_errors)
+            or text.startswith(("WRONGPASS", "NOAUTH", "NOPERM"))
+        ):
+            example = (
+                "redis+cluster://user:password@host:port,host:port"
+                if self._plain is None
+                else "redis://user:password@host:port/db"
+            )
             return StoreAuthError(
                 f"Redis store {self.url} refused the credentials ({text}): set the right user and "
-                "password in hashbeat_store_url (redis://user:password@host:port/db)"
+                f"password in hashbeat_store_url ({example})"
             )
-        transient = (redis.ConnectionError, redis.TimeoutError, redis.exceptions.ReadOnlyError)
+        transient = (
+            redis.ConnectionError,
+            redis.TimeoutError,
+            redis.exceptions.ReadOnlyError,
+            redis.exceptions.ClusterError,
+            RedisClusterException,
+        )
         if isinstance(exc, transient) or text.startswith(TRANSIENT_REPLIES):
             return StoreUnavailable(f"Redis store {self.url} is not answering ({text}); will retry")
         return StoreError(f"Redis store {self.url} failed: {type(exc).__name__}: {text}")
 
 
-def _connect(
-    url: str, given: Mapping[str, object]
-) -> tuple[Sentinel | None, redis.Redis[str], str | None]:
-    """Check everything about the URL and options up front; connect lazily, on first use.
-
-    Returns the Sentinel (if any), the client, and the password, to keep it out of messages.
-    """
+def _connect(url: str, given: Mapping[str, object]) -> Connected:
+    """Check everything about the URL and options up front; connect lazily, on first use."""
     try:
         parts = urlsplit(url)
     except ValueError as exc:
@@ -595,40 +748,81 @@ def _connect(
     chosen.update((key, value) for key, value in given.items() if key != "transport_options")
     opts = Options(url, parts.query, chosen, OPTIONS)
     sentinel = parts.scheme.endswith("+sentinel")
+    cluster = parts.scheme.endswith("+cluster")
     tls = parts.scheme.startswith("rediss")
 
     userinfo, _, netloc = parts.netloc.rpartition("@")
     username, _, password = (unquote(part) for part in userinfo.partition(":"))
     hosts = [_host_port(url, host, SCHEMES[parts.scheme]) for host in netloc.split(",")]
-    if len(hosts) > 1 and not sentinel:
-        raise config_error(url, "it names several hosts", "use redis+sentinel:// for Sentinel")
+    if len(hosts) > 1 and not (sentinel or cluster):
+        raise config_error(
+            url, "it names several hosts", "use redis+sentinel:// or redis+cluster:// for them"
+        )
     db = parts.path.strip("/") or "0"
     if not db.isdigit():
         raise config_error(url, f"the database {db!r} is not a number", "write /0, /1, ...")
+    if cluster and int(db) != 0:
+        raise config_error(
+            url, f"Redis Cluster has only database 0, not {db}", "write /0 or leave it out"
+        )
 
     timeout = opts.seconds("socket_timeout", DEFAULT_TIMEOUT_S)
     sockets: dict[str, Any] = {
         "socket_timeout": timeout,
         "socket_connect_timeout": opts.seconds("socket_connect_timeout", timeout),
-        "retry": Retry(NoBackoff(), 0),
     }
     kwargs: dict[str, Any] = {
         **sockets,
-        "db": int(db),
         "username": username or None,
         "password": password or None,
         "decode_responses": True,
         **_tls(opts, tls),
     }
+    replication = _replication(opts, timeout)
+    secret = password or None
     master = opts.text("master_name")
+    if not sentinel and (opts.given("master_name") or opts.given("sentinel_kwargs")):
+        raise config_error(url, "master_name is for Sentinel", "use redis+sentinel://")
+    no_retry = Retry(NoBackoff(), 0)
+    if cluster:
+        nodes = [ClusterNode(host, port) for host, port in hosts]
+
+        def make_cluster() -> RedisCluster[str]:
+            return RedisCluster(startup_nodes=nodes, retry=no_retry, **kwargs)
+
+        return Connected(make_cluster, None, secret, replication)
+    kwargs.update(db=int(db), retry=no_retry)
     if not sentinel:
-        if opts.given("master_name") or opts.given("sentinel_kwargs"):
-            raise config_error(url, "master_name is for Sentinel", "use redis+sentinel://")
-        return None, redis.Redis(host=hosts[0][0], port=hosts[0][1], **kwargs), password or None
+        client = redis.Redis(host=hosts[0][0], port=hosts[0][1], **kwargs)
+        return Connected(client, None, secret, replication)
     if master is None:
         raise config_error(url, "Sentinel needs a master name", "add ?master_name=mymaster")
-    sentinels = Sentinel(hosts, sentinel_kwargs={**sockets, **opts.mapping("sentinel_kwargs")})
-    return sentinels, sentinels.master_for(master, **kwargs), password or None
+    sentinels = Sentinel(
+        hosts, sentinel_kwargs={**sockets, "retry": no_retry, **opts.mapping("sentinel_kwargs")}
+    )
+    return Connected(sentinels.master_for(master, **kwargs), sentinels, secret, replication)
+
+
+def _replication(opts: Options, socket_timeout: float) -> Replication:
+    """``min_replicas`` (a whole number, 0 by default) and ``min_replicas_timeout`` (seconds,
+    1 by default), which must leave the socket time to hear WAIT's answer."""
+    raw = opts.raw("min_replicas")
+    replicas = raw if isinstance(raw, int) and not isinstance(raw, bool) else None
+    if isinstance(raw, str) and raw.isascii() and raw.isdigit():
+        replicas = int(raw)
+    if raw is None:
+        replicas = 0
+    if replicas is None or replicas < 0:
+        raise opts.error("min_replicas", f"a whole number of replicas, 0 or more, not {raw!r}")
+    wait = opts.seconds("min_replicas_timeout", min(DEFAULT_REPLICAS_TIMEOUT_S, socket_timeout / 2))
+    if wait >= socket_timeout:
+        raise config_error(
+            opts.url,
+            f"min_replicas_timeout ({wait:g}s) must be shorter than socket_timeout "
+            f"({socket_timeout:g}s), or the socket gives up before WAIT answers",
+            "lower min_replicas_timeout or raise socket_timeout",
+        )
+    return Replication(replicas, max(1, round(wait * 1000)))
 
 
 def _flat(history: History) -> list[str]:

@@ -85,11 +85,22 @@ def test_store_options_follow_celery_and_redis_py_conventions() -> None:
         ({"hashbeat_store_url": 6379}, "hashbeat_store_url must be a URL string"),
         ({"hashbeat_store_options": "fast"}, "hashbeat_store_options must be a dict"),
         ({"hashbeat_redis_use_ssl": True}, "hashbeat_redis_use_ssl must be a dict"),
+        ({"hashbeat_store_min_replicas": -1}, "hashbeat_store_min_replicas must be a whole"),
+        ({"hashbeat_store_min_replicas": "1"}, "hashbeat_store_min_replicas must be a whole"),
+        ({"hashbeat_store_min_replicas": 1}, "min_replicas = 1 needs a Redis store.*sqlite://"),
     ],
 )
 def test_bad_settings_name_the_setting(conf: dict[str, Any], message: str) -> None:
     with pytest.raises(ImproperlyConfigured, match=message):
         settings_of(**conf)
+
+
+def test_min_replicas_becomes_the_redis_store_option() -> None:
+    settings = settings_of(
+        hashbeat_store_url="redis+cluster://redis-1:6379", hashbeat_store_min_replicas=2
+    )
+    assert settings.store_options["min_replicas"] == 2
+    assert "min_replicas" not in settings_of(hashbeat_store_min_replicas=0).store_options
 
 
 def test_a_malformed_store_url_is_reported_at_start(app: Celery) -> None:
