@@ -12,7 +12,8 @@ import copy
 import hashlib
 import itertools
 from collections.abc import Hashable, Iterable, Iterator, Mapping
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, tzinfo
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, cast
 
 from celery.beat import BeatLazyFunc, ScheduleEntry
@@ -363,6 +364,26 @@ class SharedSlots:
         #: Entries (or copies of them) whose schedule was replaced in place since the scheduler
         #: last looked.
         self.changed: list[Entry] = []
+        #: The last schedule whose identity was derived, and the identity: building an entry
+        #: asks twice (its slots and its fingerprint), a million entries at start.
+        self._derived: tuple[Any, Hashable | None] = (None, None)
+
+    @cached_property
+    def zone(self) -> tzinfo:
+        """The app's timezone (read once: the app is configured before a scheduler starts)."""
+        zone: tzinfo = self.app.timezone
+        return zone
+
+    @cached_property
+    def zone_name(self) -> str:
+        return str(self.zone)
+
+    def _identity_of(self, given: BaseSchedule) -> Hashable | None:
+        last, identity = self._derived
+        if last is not given:
+            identity = derived_identity(given)
+            self._derived = (given, identity)
+        return identity
 
     def schedule_object(self, given: Any, relative: bool) -> Any:
         """``given`` as a schedule object, as Celery's entries hold it: seconds and timedeltas
@@ -390,7 +411,7 @@ class SharedSlots:
     def source(self, name: str, given: Any, relative: bool) -> Slots:
         """The slots of ``given`` (any schedule Celery accepts, or ours) for entry ``name``."""
         if isinstance(given, hashcron):
-            expr = given.compile(name, self.app.timezone)
+            expr = given.compile(name, self.zone)
             return self._share(("cron", expr), lambda: CronSlots(expr))
         if isinstance(given, hashinterval):
             return given.slots(name)
@@ -402,12 +423,12 @@ class SharedSlots:
             every = duration_ms(given.run_every)  # type: ignore[attr-defined]
             return self._share(("every", every), lambda: ChainSlots(every))
         if type(given) is crontab:
-            zone = self.app.timezone
+            zone = self.zone
             return self._share(
-                (derived_identity(given), str(zone)), lambda: crontab_slots(given, zone)
+                (self._identity_of(given), self.zone_name), lambda: crontab_slots(given, zone)
             )
         if isinstance(given, BaseSchedule):
-            identity = derived_identity(given)
+            identity = self._identity_of(given)
             if identity is None:
                 return DerivedSlots(given, self.app)
             return self._share(identity, lambda: DerivedSlots(given, self.app))
@@ -430,7 +451,7 @@ class SharedSlots:
         return found
 
     def _identity(self, given: Any, relative: bool) -> tuple[Hashable, ...]:
-        zone = str(self.app.timezone)
+        zone = self.zone_name
         if isinstance(given, hashcron):
             cron = ("hashcron", given.expr, given.key, str(given.zone or zone), given.day_and)
             # A balanced entry's slots follow its assignment: a move is a changed schedule.
@@ -443,7 +464,7 @@ class SharedSlots:
             return ("every", given, relative)
         if type(given) is schedule:
             return ("every", given.run_every, given.relative)  # type: ignore[attr-defined]
-        identity = derived_identity(given) if isinstance(given, BaseSchedule) else None
+        identity = self._identity_of(given) if isinstance(given, BaseSchedule) else None
         if identity is not None:
             return (*cast(tuple[Hashable, ...], identity), zone)
         shown = repr(given)
@@ -474,6 +495,8 @@ def derived_identity(schedule_: BaseSchedule) -> Hashable | None:
 def as_definition(definition: Any) -> Mapping[str, Any] | None:
     """A beat_schedule value as a mapping (an Entry or a ScheduleEntry as the dict it stands
     for); None for anything else."""
+    if type(definition) is dict:  # what nearly every beat_schedule holds: the quick way
+        return definition
     if isinstance(definition, Entry):
         return {
             "task": definition.task,
@@ -502,12 +525,11 @@ def build_entry(
 ) -> Entry:
     """An Entry from a beat_schedule value (a dict, or a ScheduleEntry), checked by computing its
     first slot, so a definition that cannot run fails here, naming the entry."""
-    given = definition
-    definition = as_definition(given)
+    raw, definition = definition, as_definition(definition)
     if definition is None:
-        raise EntryError(f"entry {name!r}: expected a dict, not {type(given).__name__}")
-    unknown = sorted(set(definition) - KNOWN_KEYS)
-    if unknown:
+        raise EntryError(f"entry {name!r}: expected a dict, not {type(raw).__name__}")
+    if not definition.keys() <= KNOWN_KEYS:
+        unknown = sorted(set(definition) - KNOWN_KEYS)
         raise EntryError(f"entry {name!r}: unknown keys {unknown}; known: {sorted(KNOWN_KEYS)}")
     if "workers" in definition:
         raise EntryError(f"entry {name!r}: 'workers' is fanned out before an entry is built")
@@ -517,20 +539,21 @@ def build_entry(
     args = definition.get("args") or ()
     kwargs = definition.get("kwargs") or {}
     options = definition.get("options") or {}
-    if not isinstance(kwargs, Mapping) or not isinstance(options, Mapping):
+    if not (_is_mapping(kwargs) and _is_mapping(options)):
         raise EntryError(f"entry {name!r}: 'kwargs' and 'options' must be dicts")
     relative = bool(definition.get("relative", False))
+    given = definition.get("schedule")
     try:
-        fingerprint = shared.fingerprint(definition.get("schedule"), relative)
+        fingerprint = shared.fingerprint(given, relative)
         mode = catch_up_mode(definition.get("catch_up", settings.catch_up), "catch_up")
         overlap = overlap_mode(definition.get("overlap", settings.overlap), "overlap")
         check_overlap(overlap, mode)
         window = (
             catch_up_window(definition["catch_up_window"], "catch_up_window")
             if "catch_up_window" in definition
-            else default_window(definition.get("schedule"), settings)
+            else default_window(given, settings)
         )
-        source = shared.source(name, definition.get("schedule"), relative)
+        source = shared.source(name, given, relative)
         first_slot(source, now)
     except EntryError:
         raise
@@ -539,7 +562,7 @@ def build_entry(
     return Entry(
         name,
         task,
-        shared.schedule_object(definition.get("schedule"), relative),
+        shared.schedule_object(given, relative),
         source,
         tuple(args),
         kwargs,
@@ -553,6 +576,10 @@ def build_entry(
         shared,
         now,
     )
+
+
+def _is_mapping(value: object) -> bool:
+    return type(value) is dict or isinstance(value, Mapping)
 
 
 def default_window(given: Any, settings: Settings) -> float | None:
