@@ -455,9 +455,11 @@ class Scheduler(beat.Scheduler):
             for entry in batch:
                 heappush(self._queue, self._item(entry, now))
             logger.warning(
-                "beat: the claim of %d slot(s) got no answer; if the store made it, this beat "
-                "sends them when it leads again",
+                "beat: the claim of %d slot(s) was not confirmed (%s: %s); if the store made it, "
+                "this beat sends them once it confirms the claim as leader",
                 len(wanted),
+                type(exc).__name__,
+                exc,
             )
             self._lease.failed(exc, time.monotonic())
             return
