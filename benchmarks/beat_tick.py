@@ -278,7 +278,7 @@ def run(args: argparse.Namespace) -> None:
         ),
     ]
     if args.only_hashbeat:
-        peers = peers[:2]
+        peers = [peer for peer in peers if peer[0].startswith("celery_hashbeat")]
     header = (
         f"{'scheduler':<28}{'N':>8}{'startup s':>12}{'idle tick us':>14}"
         f"{'per due us':>12}{'drain 1 min s':>15}{'mem B/entry':>13}"
