@@ -22,7 +22,7 @@ from ..entries import Entry, EntryError, SharedSlots, build_entry
 from ..expr import CronSyntaxError
 from ..expr.zones import load_zone
 from ..fanout import FanOut, fan_out, fanned_nodes, sub_name
-from ..settings import Settings
+from ..settings import DEFAULT_KEY_PREFIX, Settings
 from ..store import Store, StoreConfigError, StoreError, open_store
 from .output import SetupError, StoreFailure
 
@@ -210,6 +210,22 @@ def app_settings(app: Celery) -> Settings:
         return Settings.from_conf(app.conf)
     except Exception as exc:  # ImproperlyConfigured, or a broken config module
         raise SetupError(str(exc)) from None
+
+
+def chosen_store(
+    app: Celery | None, store_url: str | None, prefix: str | None
+) -> tuple[str, str, dict[str, object]]:
+    """The store a command looks at (URL, prefix, options): ``--store`` and ``--prefix`` when
+    given, else the app's settings; the prefix defaults to hashbeat's."""
+    options: dict[str, object] = {}
+    if app is not None:
+        settings = app_settings(app)
+        prefix = prefix or settings.key_prefix
+        if store_url is None:
+            store_url, options = settings.store_url, dict(settings.store_options)
+    if store_url is None:
+        raise click.UsageError("give the app with -A proj, or the store with --store URL")
+    return store_url, prefix or DEFAULT_KEY_PREFIX, options
 
 
 @contextmanager

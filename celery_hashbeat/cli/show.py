@@ -14,7 +14,7 @@ import click
 from ..history import HISTORY_CAP, MISSED, SENT, SKIPPED, Record, decode
 from ..settings import DEFAULT_KEY_PREFIX
 from ..store import Store
-from .loading import app_option, app_settings, build_entries, connected, find_celery_app
+from .loading import app_option, build_entries, chosen_store, connected, find_celery_app
 from .output import Findings, echo_json, json_option, relative, stamp, stamp_iso, table
 
 #: The window of the counts ``hashbeat status`` shows per entry (ms).
@@ -113,17 +113,8 @@ def show(
       hashbeat show refresh-prices -A proj
       hashbeat show refresh-prices --store redis://redis:6379/0 --json
     """
-    options: dict[str, object] = {}
     app = find_celery_app(app_name)
-    settings = None
-    if app is not None:
-        settings = app_settings(app)
-        prefix = prefix or settings.key_prefix
-        if store_url is None:
-            store_url, options = settings.store_url, dict(settings.store_options)
-    if store_url is None:
-        raise click.UsageError("give the app with -A proj, or the store with --store URL")
-    prefix = prefix or DEFAULT_KEY_PREFIX
+    store_url, prefix, options = chosen_store(app, store_url, prefix)
     now = int(time.time() * 1000)
     with connected(store_url, prefix, options) as store:
         history = records(store, name, limit)

@@ -13,7 +13,7 @@ from celery import Celery
 from ..settings import DEFAULT_KEY_PREFIX
 from ..store import BeatInfo, LeaseInfo, Store
 from ..store.base import Roster
-from .loading import app_option, app_settings, build_entries, connected, find_celery_app
+from .loading import app_option, build_entries, chosen_store, connected, find_celery_app
 from .output import (
     Findings,
     duration,
@@ -75,16 +75,8 @@ def status(
       hashbeat status --store redis://redis:6379/0 --check
       celery -A proj hashbeat status --json
     """
-    options: dict[str, object] = {}
     app = find_celery_app(app_name)
-    if app is not None:
-        settings = app_settings(app)
-        prefix = prefix or settings.key_prefix
-        if store_url is None:
-            store_url, options = settings.store_url, dict(settings.store_options)
-    if store_url is None:
-        raise click.UsageError("give the app with -A proj, or the store with --store URL")
-    prefix = prefix or DEFAULT_KEY_PREFIX
+    store_url, prefix, options = chosen_store(app, store_url, prefix)
     with connected(store_url, prefix, options) as store:
         where = store.url
         lease = store.leader()
