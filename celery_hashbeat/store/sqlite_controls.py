@@ -66,8 +66,8 @@ class SQLiteControls(Controls):
                 (
                     self._prefix,
                     name,
-                    values[DEFINITION] if DEFINITION in values else definition,
-                    values[PAUSE] if PAUSE in values else pause,
+                    values.get(DEFINITION, definition),
+                    values.get(PAUSE, pause),
                     version,
                 ),
             )
