@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, cast
 from celery.beat import BeatLazyFunc, ScheduleEntry
 from celery.schedules import BaseSchedule, crontab, schedule, solar
 
+from celery_hashbeat.bounds import BoundedSlots, bound_ms, check_bounds
 from celery_hashbeat.schedules import HashSchedule, hashcron, hashinterval
 from celery_hashbeat.settings import catch_up_mode, catch_up_window, overlap_mode
 from celery_hashbeat.slots import (
@@ -58,6 +59,9 @@ KNOWN_KEYS = frozenset(
         "catch_up_window",
         "overlap",
         "workers",
+        "start",
+        "end",
+        "max_runs",
     }
 )
 
@@ -85,6 +89,7 @@ class Entry(ScheduleEntry):
         "kwargs",
         "last_slot",
         "lazy",
+        "max_runs",
         "name",
         "options",
         "order",
@@ -155,6 +160,8 @@ class Entry(ScheduleEntry):
         #: slots start (its anchor in the store, or when this beat built it).
         self.last_slot: int | None = created
         self.total_run_count = 0
+        #: Sends after which the entry is done (DESIGN.md §13), counted in the store.
+        self.max_runs: int | None = None
 
     @property
     def last_run_at(self) -> datetime | None:
@@ -251,9 +258,17 @@ class Entry(ScheduleEntry):
             and self.window == other.window
             and self.overlap == other.overlap
             and self.run_ttl_ms == other.run_ttl_ms
+            and self.max_runs == other.max_runs
+            and self.bounds == other.bounds
             and type(self._schedule) is type(other._schedule)
             and self._schedule == other._schedule
         )
+
+    @property
+    def bounds(self) -> tuple[int | None, int | None]:
+        """The entry's ``start`` and ``end`` (epoch ms), or None each."""
+        source = self.source
+        return (source.start, source.end) if isinstance(source, BoundedSlots) else (None, None)
 
     def start(self, fence: int | None, now: int) -> None:
         """Pick the entry up as a new leader: catch up from the last slot enqueued, or, for one
@@ -554,12 +569,16 @@ def build_entry(
             else default_window(given, settings)
         )
         source = shared.source(name, given, relative)
+        start, end = (bound_ms(definition.get(key), key) for key in ("start", "end"))
+        max_runs = check_bounds(start, end, definition.get("max_runs"))
+        if start is not None or end is not None:
+            source = BoundedSlots(source, start, end)
         first_slot(source, now)
     except EntryError:
         raise
     except Exception as exc:
         raise EntryError(f"entry {name!r}: {exc}") from exc
-    return Entry(
+    entry = Entry(
         name,
         task,
         shared.schedule_object(given, relative),
@@ -576,6 +595,8 @@ def build_entry(
         shared,
         now,
     )
+    entry.max_runs = max_runs
+    return entry
 
 
 def _is_mapping(value: object) -> bool:

@@ -33,15 +33,18 @@ def slot_iso(slot: int) -> str:
     return to_datetime(slot).isoformat(timespec="milliseconds")
 
 
-def send_slot(app: Celery, producer: Any, entry: Entry, task_id: str, when: str) -> Any:
+def send_slot(
+    app: Celery, producer: Any, entry: Entry, task_id: str, when: str, trigger: bool = False
+) -> Any:
     """Publish one slot of ``entry`` with its options, as Celery's scheduler would, plus the
-    slot's task id and the hashbeat headers."""
+    slot's task id and the hashbeat headers. A trigger (one run asked for at ``when``, not a
+    slot) says so in ``hashbeat_trigger`` instead of ``hashbeat_slot``."""
     options = dict(entry.options)
     headers = {
         **(options.pop("headers", None) or {}),
         "celery_beat_task": True,
         "hashbeat_entry": entry.name,
-        "hashbeat_slot": when,
+        "hashbeat_trigger" if trigger else "hashbeat_slot": when,
     }
     if entry.run_ttl_ms:
         # The worker that runs it keeps the entry's run lease alive for as long (DESIGN.md §12).
