@@ -36,6 +36,8 @@ from celery_hashbeat.store import open_store
 from celery_hashbeat.store.controls import DEFINITION, PAUSE
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from celery import Celery
 
     from celery_hashbeat.store import Store
@@ -103,6 +105,8 @@ class ScheduleAdmin:
         self.settings = Settings.from_conf(app.conf, warn=False)
         self._store = store
         self._shared = SharedSlots(app)
+        #: Wall-clock seconds since the epoch, as the beats' (changes are stamped with it).
+        self.clock: Callable[[], float] = time.time
 
     @property
     def store(self) -> Store:
@@ -112,6 +116,9 @@ class ScheduleAdmin:
                 settings.store_url, prefix=settings.key_prefix, **settings.store_options
             )
         return self._store
+
+    def _now_ms(self) -> int:
+        return int(self.clock() * 1000)
 
     def close(self) -> None:
         if self._store is not None:
@@ -174,14 +181,14 @@ class ScheduleAdmin:
     def pause(self, name: str, reason: str = "") -> None:
         """Send nothing of the entry until it is resumed (triggers still go out)."""
         self._existing(name)
-        record = encode_pause(Pause(True, reason, _now_ms()))
+        record = encode_pause(Pause(True, reason, self._now_ms()))
         self.store.edit(name, {PAUSE: record})
 
     def resume(self, name: str, catch_up: bool = False) -> None:
         """Send the entry's slots again: from now on, or, with ``catch_up``, from its last sent
         slot, as its catch-up policy says (a long pause with catch_up="all" sends a burst)."""
         self._existing(name)
-        record = None if catch_up else encode_pause(Pause(False, resumed=_now_ms()))
+        record = None if catch_up else encode_pause(Pause(False, resumed=self._now_ms()))
         self.store.edit(name, {PAUSE: record})
 
     def trigger(self, name: str) -> str:
@@ -189,7 +196,7 @@ class ScheduleAdmin:
         within a second (or when a beat leads again), once; the entry's slots do not move."""
         self._existing(name)
         task_id = str(uuid.uuid4())
-        self.store.ask(encode_trigger(Trigger(name, task_id, _now_ms())))
+        self.store.ask(encode_trigger(Trigger(name, task_id, self._now_ms())))
         return task_id
 
     def get(self, name: str) -> EntryView:
@@ -238,10 +245,10 @@ class ScheduleAdmin:
     def _checked(self, name: str, definition: dict[str, Any], any_task: bool) -> str:
         """The definition's stored text, once it is known to build as the beats will."""
         try:
-            text = encode(name, definition, _now_ms())
+            text = encode(name, definition, self._now_ms())
             decoded = decode(name, text).definition
             decoded.pop("workers", None)
-            build_entry(name, decoded, self.settings, self._shared, _now_ms())
+            build_entry(name, decoded, self.settings, self._shared, self._now_ms())
         except (DefinitionError, EntryError) as exc:
             raise AdminError(str(exc)) from None
         task = definition["task"]
@@ -299,13 +306,15 @@ class ScheduleAdmin:
         try:
             definition = dict(decode(name, given).definition if isinstance(given, str) else given)
             definition.pop("workers", None)
-            source = build_entry(name, definition, self.settings, self._shared, _now_ms()).source
+            source = build_entry(
+                name, definition, self.settings, self._shared, self._now_ms()
+            ).source
         except Exception:
             return []
         slots: builtins.list[int] = []
         try:
             while len(slots) < NEXT_SLOTS:
-                slots.append(source.next_after(slots[-1] if slots else _now_ms()))
+                slots.append(source.next_after(slots[-1] if slots else self._now_ms()))
         except ScheduleEnded:
             pass
         return slots
@@ -316,7 +325,3 @@ def check_name_or_refuse(name: str) -> None:
         check_name(name)
     except DefinitionError as exc:
         raise AdminError(str(exc)) from None
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
