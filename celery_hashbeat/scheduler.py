@@ -320,6 +320,7 @@ class Scheduler(beat.Scheduler):
         self._queue = queue
         self._parked.clear()
         self._owed.clear()
+        self._controls.due = 0.0  # the next tick sends the triggers that waited for a leader
         logger.debug("beat: leading %d entries (%d forgotten)", len(queue), len(gone))
 
     def _share_balance(self) -> None:
