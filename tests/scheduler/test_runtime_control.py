@@ -216,21 +216,23 @@ def test_bad_definitions_are_refused_and_change_nothing(admin: ScheduleAdmin, ap
     admin.add("kept", task="shop.report", schedule=EVERY_SECOND)
     before = admin.store.changes(0)
     cases = {
-        "expression": dict(task="shop.report", schedule=hashcron("H 25 * * *")),
-        "task": dict(task="shop.nope", schedule=EVERY_SECOND),
-        "args": dict(task="shop.report", schedule=EVERY_SECOND, args=[object()]),
-        "options": dict(task="shop.report", schedule=EVERY_SECOND, options={"queue": 1}),
-        "overlap": dict(task="shop.report", schedule=EVERY_SECOND, overlap="sometimes"),
-        "catch_up": dict(task="shop.report", schedule=EVERY_SECOND, catch_up="most"),
-        "bounds": dict(
-            task="shop.report",
-            schedule=EVERY_SECOND,
-            start=to_datetime(START + 5000),
-            end=to_datetime(START),
-        ),
-        "naive": dict(
-            task="shop.report", schedule=EVERY_SECOND, start=to_datetime(START).replace(tzinfo=None)
-        ),
+        "expression": {"task": "shop.report", "schedule": hashcron("H 25 * * *")},
+        "task": {"task": "shop.nope", "schedule": EVERY_SECOND},
+        "args": {"task": "shop.report", "schedule": EVERY_SECOND, "args": [object()]},
+        "options": {"task": "shop.report", "schedule": EVERY_SECOND, "options": {"queue": 1}},
+        "overlap": {"task": "shop.report", "schedule": EVERY_SECOND, "overlap": "sometimes"},
+        "catch_up": {"task": "shop.report", "schedule": EVERY_SECOND, "catch_up": "most"},
+        "bounds": {
+            "task": "shop.report",
+            "schedule": EVERY_SECOND,
+            "start": to_datetime(START + 5000),
+            "end": to_datetime(START),
+        },
+        "naive": {
+            "task": "shop.report",
+            "schedule": EVERY_SECOND,
+            "start": to_datetime(START).replace(tzinfo=None),
+        },
     }
     for what, definition in cases.items():
         with pytest.raises(AdminError) as refused:
