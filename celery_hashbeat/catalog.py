@@ -84,8 +84,8 @@ class Catalog:
             else:
                 self.stored[name] = definition
         mine = {name: d for name, d in changed.items() if name not in self.configured}
-        gone = {name for name, definition in mine.items() if definition is None}
-        doomed = [n for n in self.entries if n in gone or self.fanout.parent_of(n) in gone]
+        gone = [name for name, definition in mine.items() if definition is None]
+        doomed = [n for g in gone for n in (g, *self.fanout.subs.get(g, ())) if n in self.entries]
         self.fanout.drop(gone)
         self.deactivate(doomed)
         self._build(self._expand({n: d for n, d in mine.items() if d is not None}))
