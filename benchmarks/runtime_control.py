@@ -196,7 +196,8 @@ def main() -> None:
             for name, run in (("celery_hashbeat", hashbeat), ("RedBeat", redbeat)):
                 row = run(server.url, n, args.changes)
                 print(
-                    f"{name:18} {n:>7} {row['add'] * 1e3:>8.2f} {shown(row['seen'] * 1e3, '.0f'):>14} "
+                    f"{name:18} {n:>7} {row['add'] * 1e3:>8.2f} "
+                    f"{shown(row['seen'] * 1e3, '.0f'):>14} "
                     f"{row['apply'] * 1e3:>9.2f} {shown(row['reread'] * 1e3, '.1f'):>11} "
                     f"{row['startup']:>10.2f}"
                 )
