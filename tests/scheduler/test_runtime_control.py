@@ -14,6 +14,7 @@ from datetime import timedelta
 import pytest
 import redis
 from celery import Celery
+from celery.utils.nodenames import worker_direct
 
 from celery_hashbeat import Scheduler, control, hashcron
 from celery_hashbeat.admin import AdminError, ScheduleAdmin, UnknownEntryError
@@ -271,3 +272,36 @@ def test_a_malformed_stored_entry_is_logged_by_name_and_skipped(
         second(clock, beat)
     assert sent(broker) == [("good", iso(START + 1000))]
     assert any("'hand-made'" in r.getMessage() for r in caplog.records)
+
+
+def test_a_stored_entry_on_listed_workers_is_triggered_on_each_with_ids_of_its_own(
+    admin: ScheduleAdmin, app: Celery, clock: Clock, schedulers: Make, redis_url: str
+) -> None:
+    nodes = ["celery@web-1", "celery@web-2"]
+    app.conf.worker_direct = True
+    admin.add("refresh", task="shop.report", schedule=hashcron("0 6 * * *"), workers=nodes)
+    beat = schedulers(clock)
+    read(beat)
+    assert sorted(name for name in beat.schedule if name.startswith("refresh")) == [
+        f"refresh@{node}" for node in nodes
+    ]
+    asked = admin.trigger("refresh")
+    read(beat)
+    client = redis.Redis.from_url(redis_url)
+    try:
+        found = {
+            node: [json.loads(m)["headers"] for m in client.lrange(worker_direct(node).name, 0, -1)]
+            for node in nodes
+        }
+    finally:
+        client.delete(*(worker_direct(node).name for node in nodes))
+        client.close()
+    ids = set()
+    for node, headers in found.items():
+        assert [h["hashbeat_entry"] for h in headers] == [f"refresh@{node}"]
+        assert "hashbeat_trigger" in headers[0]
+        ids.add(headers[0]["id"])
+    assert len(ids) == 2 and asked not in ids
+    admin.remove("refresh")
+    read(beat)
+    assert not [name for name in beat.schedule if name.startswith("refresh")]
