@@ -426,8 +426,12 @@ class SharedSlots:
     def source(self, name: str, given: Any, relative: bool) -> Slots:
         """The slots of ``given`` (any schedule Celery accepts, or ours) for entry ``name``."""
         if isinstance(given, hashcron):
-            expr = given.compile(name, self.zone)
-            return self._share(("cron", expr), lambda: CronSlots(expr))
+            resolved = given.identity(name, self.zone)
+            if resolved is None:
+                given.compile(name, self.zone)  # raises what is wrong
+            return self._share(
+                ("cron", resolved), lambda: CronSlots(given.compile(name, self.zone))
+            )
         if isinstance(given, hashinterval):
             return given.slots(name)
         if isinstance(given, int | float) and not isinstance(given, bool):
