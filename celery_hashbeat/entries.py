@@ -65,6 +65,9 @@ KNOWN_KEYS = frozenset(
     }
 )
 
+#: The keys that bound an entry's slots (DESIGN.md §13).
+BOUNDS = frozenset({"start", "end", "max_runs"})
+
 _order = itertools.count()
 
 
@@ -573,10 +576,13 @@ def build_entry(
             else default_window(given, settings)
         )
         source = shared.source(name, given, relative)
-        start, end = (bound_ms(definition.get(key), key) for key in ("start", "end"))
-        max_runs = check_bounds(start, end, definition.get("max_runs"))
-        if start is not None or end is not None:
-            source = BoundedSlots(source, start, end)
+        max_runs = None
+        if not BOUNDS.isdisjoint(definition):
+            start = bound_ms(definition.get("start"), "start")
+            end = bound_ms(definition.get("end"), "end")
+            max_runs = check_bounds(start, end, definition.get("max_runs"))
+            if start is not None or end is not None:
+                source = BoundedSlots(source, start, end)
         first_slot(source, now)
     except EntryError:
         raise
