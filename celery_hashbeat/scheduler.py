@@ -249,7 +249,8 @@ class Scheduler(beat.Scheduler):
             return 0.0
         if self._shared.changed:
             apply_changes(self, self._shared.changed)
-        if self._store is not None and time.monotonic() >= self._controls.due:
+        # While the store does not answer, only the lease's backed-off calls try it.
+        if self._store is not None and lease.answering and time.monotonic() >= self._controls.due:
             self._poll_controls(self._store)
         if time.monotonic() >= lease.due:
             self._maintain()
@@ -260,7 +261,8 @@ class Scheduler(beat.Scheduler):
             self._share_balance()
         if lease.leader and queue and queue[0][0] <= self.now_ms():
             self._dispatch(self.now_ms())
-        wait = min(lease.due, self._controls.due) - time.monotonic()
+        wake = min(lease.due, self._controls.due) if lease.answering else lease.due
+        wait = wake - time.monotonic()
         if lease.leader and queue:
             wait = min(wait, (queue[0][0] - self.now_ms()) / 1000)
         return max(0.0, min(wait, self.max_wait))
