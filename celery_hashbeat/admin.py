@@ -270,8 +270,7 @@ class ScheduleAdmin:
             if name in configured:
                 source, definition = "config", self._config_data(name, configured[name])
             else:
-                source, definition = "store", json.loads(cast(str, stored))
-                definition.pop("changed", None)
+                source, definition = "store", _stored_data(name, cast(str, stored))
             views.append(
                 EntryView(
                     name,
@@ -292,6 +291,7 @@ class ScheduleAdmin:
         except DefinitionError:
             data["schedule"] = repr(definition.get("schedule"))
         data["args"] = list(data["args"] or ())
+        data["kwargs"], data["options"] = dict(data["kwargs"] or {}), dict(data["options"] or {})
         return data
 
     def _pause(self, name: str, text: str | None) -> Pause | None:
@@ -318,6 +318,18 @@ class ScheduleAdmin:
         except ScheduleEnded:
             pass
         return slots
+
+
+def _stored_data(name: str, text: str) -> dict[str, Any]:
+    """A stored definition as its JSON data; one that does not read back (written by hand) is
+    shown as ``{"unreadable": why, "stored": text}``, since the beats log and skip it."""
+    try:
+        decode(name, text)
+    except DefinitionError as exc:
+        return {"unreadable": str(exc), "stored": text}
+    data: dict[str, Any] = json.loads(text)
+    data.pop("changed", None)
+    return data
 
 
 def check_name_or_refuse(name: str) -> None:
