@@ -101,24 +101,27 @@ def bad(name: str, option: str, what: str) -> Refused:
     return Refused(f"entry {name!r}: {option}: {what}")
 
 
-def read_schedule(name: str, given: dict[str, str | None]) -> Any:
-    """The one schedule the options give (None if none), as the object ScheduleAdmin takes."""
+def read_schedule(name: str, given: dict[str, str | None], current: Any = None) -> Any:
+    """The schedule the options give (None if none), as the object ScheduleAdmin takes. On an
+    update of a hashcron (``current``, its stored data), --cron keeps its time zone and --tz
+    alone keeps its expression, so that only what is given changes."""
     chosen = [key for key in ("cron", "every", "interval") if given.get(key) is not None]
     if len(chosen) > 1:
         raise bad(name, "--" + "/--".join(chosen), "give only one of --cron, --every, --interval")
-    if given.get("tz") is not None and chosen != ["cron"]:
+    cron = dict(current) if isinstance(current, dict) and "hashcron" in current else None
+    tz = given.get("tz")
+    if tz is not None and chosen != ["cron"] and (chosen or cron is None):
         raise bad(name, "--tz", "it is the time zone of a --cron expression: give --cron with it")
-    if not chosen:
+    if not chosen and tz is None:
         return None
-    key = chosen[0]
-    text = given[key]
-    assert text is not None
+    key = chosen[0] if chosen else "cron"
+    text = given.get(key)
     if key == "cron":
-        data: dict[str, Any] = {"hashcron": text}
-        if given.get("tz") is not None:
-            data["tz"] = given["tz"]
+        data: dict[str, Any] = {**(cron or {}), "hashcron": text or (cron or {}).get("hashcron")}
+        if tz is not None:
+            data["tz"] = tz
     else:
-        data = {"every" if key == "every" else "hashinterval": number(name, f"--{key}", text)}
+        data = {"every" if key == "every" else "hashinterval": number(name, f"--{key}", text or "")}
     try:
         return schedule_object(name, data)
     except DefinitionError as exc:
@@ -146,12 +149,14 @@ def read_json(name: str, option: str, text: str, kind: type) -> Any:
 
 
 def read_changes(
-    name: str, given: dict[str, str | None], options: dict[str, Any]
+    name: str, given: dict[str, str | None], current: dict[str, Any] | None = None
 ) -> dict[str, Any]:
-    """The definition fields the options give, as ScheduleAdmin takes them; ``options`` are
-    the entry's publish options to change (its current ones, for an update)."""
+    """The definition fields the options give, as ScheduleAdmin takes them; ``current`` is
+    the stored definition an update changes."""
+    current = current or {}
+    options = dict(current.get("options") or {})
     changes: dict[str, Any] = {}
-    schedule = read_schedule(name, given)
+    schedule = read_schedule(name, given, current.get("schedule"))
     if schedule is not None:
         changes["schedule"] = schedule
     for key in ("task", "overlap", "catch_up", "start", "end"):
@@ -207,7 +212,7 @@ def add(
         raise bad(name, "--task", "give the task to send")
     if all(given.get(key) is None for key in ("cron", "every", "interval")):
         raise bad(name, "--cron, --every or --interval", "give the entry's schedule")
-    changes = read_changes(name, given, {})
+    changes = read_changes(name, given)
     task, schedule = changes.pop("task"), changes.pop("schedule")
     with opened_admin(app_name) as admin:
         admin.add(name, task, schedule, allow_unregistered_task=allow_unregistered_task, **changes)
@@ -248,10 +253,11 @@ def update(
     if not unset and all(value is None for value in given.values()):
         raise bad(name, "update", "nothing to change: give an option (hashbeat update -h)")
     with opened_admin(app_name) as admin:
-        options = dict(admin.get(name).definition.get("options") or {})
-        changes = read_changes(name, given, options)
+        current = admin.get(name).definition
+        changes = read_changes(name, given, current)
         for field in unset:
             if field == "queue":
+                options = dict(changes.get("options", current.get("options")) or {})
                 options.pop("queue", None)
                 changes["options"] = options
             else:
