@@ -1,0 +1,200 @@
+"""``hashbeat add/update/remove/pause/resume/trigger/entries/show`` (DESIGN.md §13) as an operator
+runs them, in real processes, against a real Redis store and an SQLite one: what each command
+prints, what it leaves in the store, and that every refusal is one line, with its exit code,
+that changes nothing stored."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from celery_hashbeat import parse
+from celery_hashbeat.cli.output import Exit
+from celery_hashbeat.store import Store, open_store
+from tests.cli.conftest import APP
+
+Run = Callable[..., subprocess.CompletedProcess[str]]
+TASK = "tests.cli.proj.refresh_all"
+NAME = "report-42"
+
+
+@dataclass
+class Target:
+    """A store the test app is pointed at, and the environment that points it there."""
+
+    store: Store
+    env: dict[str, str]
+
+
+@pytest.fixture(params=["redis", "sqlite"])
+def target(
+    request: pytest.FixtureRequest, redis_url: str, key_prefix: str, tmp_path: Path
+) -> Iterator[Target]:
+    url = redis_url if request.param == "redis" else f"sqlite:///{tmp_path}/store.sqlite"
+    store = open_store(url, key_prefix)
+    yield Target(store, {"HASHBEAT_TEST_STORE_URL": url, "HASHBEAT_TEST_PREFIX": key_prefix})
+    store.close()
+
+
+def hashbeat(run: Run, target: Target, *args: str) -> subprocess.CompletedProcess[str]:
+    return run("hashbeat", *args, "-A", APP, env=target.env)
+
+
+def ok(done: subprocess.CompletedProcess[str]) -> str:
+    assert done.returncode == 0, done.stderr
+    assert not done.stderr, done.stderr
+    return done.stdout
+
+
+def next_slots(expr: str, tz: str, after: datetime, count: int = 10) -> list[str]:
+    """The next slots of ``expr`` for entry NAME, by the engine alone, as --json writes them."""
+    slots, moment = [], after
+    engine = parse(expr, key=NAME, tz=tz)
+    for _ in range(count):
+        moment = engine.next(moment)
+        slots.append(moment.astimezone(timezone.utc).isoformat(timespec="milliseconds"))
+    return slots
+
+
+def test_an_entry_through_its_life(run: Run, target: Target) -> None:
+    store = target.store
+    before = datetime.now(timezone.utc)
+    out = ok(
+        hashbeat(
+            run,
+            target,
+            "add",
+            NAME,
+            "--task",
+            TASK,
+            "--cron",
+            "H 6 * * *",
+            "--tz",
+            "Europe/Riga",
+            "--args",
+            "[42]",
+            "--kwargs",
+            '{"full": true}',
+            "--queue",
+            "reports",
+            "--overlap",
+            "skip",
+            "--max-runs",
+            "5",
+        )
+    )
+    assert out.startswith(f"added {NAME!r}: next slot ")
+    ok(hashbeat(run, target, "pause", NAME, "--reason", "supplier outage"))
+
+    listed = {e["name"]: e for e in json.loads(ok(hashbeat(run, target, "entries", "--json")))}
+    entry = listed[NAME]
+    assert entry["source"] == "store" and listed["refresh-prices"]["source"] == "config"
+    assert entry["definition"] == {
+        "task": TASK,
+        "schedule": {"hashcron": "H 6 * * *", "tz": "Europe/Riga"},
+        "args": [42],
+        "kwargs": {"full": True},
+        "options": {"queue": "reports"},
+        "overlap": "skip",
+        "max_runs": 5,
+    }
+    assert entry["paused"]["reason"] == "supplier outage"
+    assert entry["next_slots"] == next_slots("H 6 * * *", "Europe/Riga", before)
+    assert listed["refresh-prices"]["paused"] is None
+
+    table = ok(hashbeat(run, target, "entries")).splitlines()
+    assert table[0].split()[:4] == ["NAME", "SOURCE", "SCHEDULE", "PAUSED"]
+    row = next(line for line in table if line.startswith(f"{NAME} "))
+    assert "store" in row and "H 6 * * * (Europe/Riga)" in row
+    assert "yes (supplier outage)" in row
+
+    text = ok(hashbeat(run, target, "show", NAME))
+    assert f"entry       {NAME}  (store)" in text and "schedule    H 6 * * * (Europe/Riga)" in text
+    assert "paused      since " in text and ": supplier outage" in text
+    shown = json.loads(ok(hashbeat(run, target, "show", NAME, "--json")))
+    assert shown["definition"] == entry["definition"] and shown["history"] == []
+    assert shown["next_slots"] == entry["next_slots"]
+
+    ok(hashbeat(run, target, "resume", NAME))
+    pause = store.changes(0).records[NAME][1]
+    assert pause is not None and json.loads(pause)["paused"] is False
+
+    task_id = ok(hashbeat(run, target, "trigger", NAME)).strip()
+    assert str(uuid.UUID(task_id)) == task_id
+    triggers = [json.loads(text) for text in store.triggers()]
+    assert [(t["entry"], t["id"]) for t in triggers] == [(NAME, task_id)]
+
+    ok(hashbeat(run, target, "update", NAME, "--cron", "H 7 * * *", "--unset", "max_runs"))
+    definition = json.loads(store.changes(0).records[NAME][0] or "")
+    assert definition["schedule"] == {"hashcron": "H 7 * * *", "tz": "Europe/Riga"}
+    assert "max_runs" not in definition and definition["args"] == [42]
+
+    assert ok(hashbeat(run, target, "remove", NAME)) == f"removed {NAME!r}\n"
+    assert store.changes(0).records[NAME] == (None, None)
+
+
+def test_bad_input_is_one_line_with_its_exit_code_and_changes_nothing(
+    run: Run, store: Store
+) -> None:
+    target = Target(store, {})
+    ok(hashbeat(run, target, "add", NAME, "--task", TASK, "--interval", "300"))
+    add = ["add", "new-entry", "--task", TASK]
+    cases: list[tuple[list[str], int, str]] = [
+        ([*add, "--every", "60", "--args", "[1"], Exit.USAGE, "--args: not JSON"),
+        ([*add, "--every", "60", "--kwargs", "[1]"], Exit.USAGE, "give a JSON dict"),
+        ([*add, "--cron", "61 * * * *"], Exit.USAGE, "minute value 61 is out of range"),
+        ([*add, "--cron", "H * * * *", "--tz", "Mars/Olympus"], Exit.USAGE, "unknown time zone"),
+        (["add", "x", "--task", "proj.nope", "--every", "9"], Exit.USAGE, "is not registered"),
+        (["add", "refresh-prices", "--task", TASK, "--every", "9"], Exit.USAGE, "beat_schedule"),
+        ([*add, "--every", "9", "--overlap", "never"], Exit.USAGE, "overlap must be one of"),
+        (
+            [
+                *add,
+                "--every",
+                "9",
+                "--start",
+                "2027-01-01T00:00+00:00",
+                "--end",
+                "2026-01-01T00:00Z",
+            ],
+            Exit.USAGE,
+            "must come before 'end'",
+        ),
+        ([*add, "--every", "9", "--start", "2027-01-01"], Exit.USAGE, "with no time zone"),
+        (["add", NAME, "--task", TASK, "--every", "9"], Exit.USAGE, "in the store already"),
+        (["update", NAME, "--cron", "H 25 * * *"], Exit.USAGE, "hour value 25"),
+        (["remove", "refresh-prices"], Exit.USAGE, "edit the configuration"),
+        (["pause", "no-such-entry"], Exit.SETUP, "`hashbeat entries` lists them"),
+        (["trigger", "no-such-entry"], Exit.SETUP, "no entry 'no-such-entry'"),
+        (["update", "no-such-entry", "--every", "9"], Exit.SETUP, "no entry 'no-such-entry'"),
+    ]
+    assert Exit.SETUP == 3  # UnknownEntryError.exit_code, which the docs call "no such entry"
+    before = (store.changes(0), store.triggers())
+    for args, code, words in cases:
+        done = hashbeat(run, target, *args)
+        assert done.returncode == code, (args, done.stderr)
+        assert done.stderr.startswith("Error: ") and words in done.stderr, (args, done.stderr)
+        assert len(done.stderr.splitlines()) == 1 and not done.stdout, (args, done.stderr)
+    assert (store.changes(0), store.triggers()) == before
+
+    unreachable = Target(store, {"HASHBEAT_TEST_STORE_URL": "redis://127.0.0.1:1/0"})
+    done = hashbeat(run, unreachable, *add, "--every", "0")
+    assert done.returncode == Exit.USAGE, done.stderr  # bad input is refused before the store
+    done = hashbeat(run, unreachable, "pause", NAME)
+    assert done.returncode == Exit.STORE and "not answering" in done.stderr
+    assert len(done.stderr.splitlines()) == 1
+
+
+def test_a_malformed_stored_entry_is_listed_as_unreadable(run: Run, store: Store) -> None:
+    store.edit("by-hand", {"definition": '{"task": "t"}'})
+    listed = json.loads(ok(hashbeat(run, Target(store, {}), "entries", "--json")))
+    entry = next(e for e in listed if e["name"] == "by-hand")
+    assert entry["source"] == "store" and entry["next_slots"] == []
+    assert "needs 'task' and 'schedule'" in entry["definition"]["unreadable"]
