@@ -14,11 +14,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
+import redis
 
 from celery_hashbeat import parse
 from celery_hashbeat.cli.output import Exit
-from celery_hashbeat.store import Store, open_store
-from tests.cli.conftest import APP
+from celery_hashbeat.store import Store, StoreAuthError, open_store
+from tests.cli.conftest import APP, ROOT
+from tests.support.redis_server import RedisProcess
 
 Run = Callable[..., subprocess.CompletedProcess[str]]
 TASK = "tests.cli.proj.refresh_all"
@@ -198,3 +200,37 @@ def test_a_malformed_stored_entry_is_listed_as_unreadable(run: Run, store: Store
     entry = next(e for e in listed if e["name"] == "by-hand")
     assert entry["source"] == "store" and entry["next_slots"] == []
     assert "needs 'task' and 'schedule'" in entry["definition"]["unreadable"]
+
+
+def test_the_docs_acl_users_let_operators_change_and_only_beats_lead(
+    run: Run, private_redis: RedisProcess
+) -> None:
+    """docs/runtime.md's two ``ACL SETUSER`` lines, as written: an operator adds, pauses and
+    triggers; it cannot take the lease or the triggers, which the beat's user can."""
+    text = (ROOT / "docs" / "runtime.md").read_text(encoding="utf-8")
+    lines = [line for line in text.splitlines() if line.startswith("ACL SETUSER ")]
+    assert [line.split()[2] for line in lines] == ["beat", "operator"]
+    admin = redis.Redis.from_url(private_redis.url)
+    for line in lines:
+        admin.execute_command(*line.split())
+    admin.close()
+    urls = {
+        user: private_redis.url.replace("redis://", f"redis://{user}:{secret}@", 1)
+        for user, secret in (("beat", "beat-secret"), ("operator", "op-secret"))
+    }
+    operator = Target(
+        open_store(urls["operator"], "hashbeat"),
+        {"HASHBEAT_TEST_STORE_URL": urls["operator"], "HASHBEAT_TEST_PREFIX": "hashbeat"},
+    )
+    ok(hashbeat(run, operator, "add", NAME, "--task", TASK, "--interval", "60"))
+    ok(hashbeat(run, operator, "pause", "refresh-prices", "--reason", "acl"))
+    task_id = ok(hashbeat(run, operator, "trigger", NAME)).strip()
+    with pytest.raises(StoreAuthError):
+        operator.store.acquire("operator:1:x", 10_000)
+    with pytest.raises(StoreAuthError):
+        operator.store.take_triggers("operator:1:x")
+    operator.store.close()
+    beat = open_store(urls["beat"], "hashbeat")
+    assert beat.acquire("beat:1:x", 10_000)
+    assert [json.loads(t)["id"] for t in beat.take_triggers("beat:1:x")] == [task_id]
+    beat.close()
