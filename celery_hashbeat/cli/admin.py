@@ -136,15 +136,14 @@ def number(name: str, option: str, text: str) -> float:
 
 
 def read_json(name: str, option: str, text: str, kind: type) -> Any:
-    example = "'[42, \"eu\"]'" if kind is list else "'{\"full\": true}'"
+    """``text`` as JSON of ``kind`` (list or dict), or a refusal with an example."""
+    what, example = ("list", "'[42, \"eu\"]'") if kind is list else ("object", "'{\"full\": true}'")
     try:
         value = json.loads(text)
     except ValueError as exc:
-        raise bad(
-            name, option, f"not JSON ({exc}); give a JSON {kind.__name__}: {example}"
-        ) from None
+        raise bad(name, option, f"not JSON ({exc}); give a JSON {what}: {example}") from None
     if not isinstance(value, kind):
-        raise bad(name, option, f"give a JSON {kind.__name__}, such as {example}, not {text}")
+        raise bad(name, option, f"give a JSON {what}, such as {example}, not {text}")
     return value
 
 

@@ -150,7 +150,7 @@ def test_bad_input_is_one_line_with_its_exit_code_and_changes_nothing(
     add = ["add", "new-entry", "--task", TASK]
     cases: list[tuple[list[str], int, str]] = [
         ([*add, "--every", "60", "--args", "[1"], Exit.USAGE, "--args: not JSON"),
-        ([*add, "--every", "60", "--kwargs", "[1]"], Exit.USAGE, "give a JSON dict"),
+        ([*add, "--every", "60", "--kwargs", "[1]"], Exit.USAGE, "give a JSON object"),
         ([*add, "--cron", "61 * * * *"], Exit.USAGE, "minute value 61 is out of range"),
         ([*add, "--cron", "H * * * *", "--tz", "Mars/Olympus"], Exit.USAGE, "unknown time zone"),
         (["add", "x", "--task", "proj.nope", "--every", "9"], Exit.USAGE, "is not registered"),
