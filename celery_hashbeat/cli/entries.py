@@ -37,7 +37,9 @@ def entries(app_name: str | None, as_json: bool) -> None:
         [
             view.name,
             view.source,
-            schedule_text(view.definition.get("schedule")),
+            "unreadable (hashbeat show NAME)"
+            if "unreadable" in view.definition
+            else schedule_text(view.definition.get("schedule")),
             paused_word(view),
             f"{stamp(view.next_slots[0])} ({relative(view.next_slots[0], now)})"
             if view.next_slots

@@ -200,6 +200,12 @@ def test_a_malformed_stored_entry_is_listed_as_unreadable(run: Run, store: Store
     entry = next(e for e in listed if e["name"] == "by-hand")
     assert entry["source"] == "store" and entry["next_slots"] == []
     assert "needs 'task' and 'schedule'" in entry["definition"]["unreadable"]
+    table = ok(hashbeat(run, Target(store, {}), "entries")).splitlines()
+    assert next(line for line in table if line.startswith("by-hand ")).split()[1:4] == [
+        "store",
+        "unreadable",
+        "(hashbeat",
+    ]
 
 
 def test_the_docs_acl_users_let_operators_change_and_only_beats_lead(
