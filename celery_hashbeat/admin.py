@@ -265,19 +265,26 @@ class ScheduleAdmin:
         records = self.store.changes(0).records
         names = sorted({*configured, *(n for n, (d, _) in records.items() if d is not None)})
         views = []
-        for name in names if wanted is None else [n for n in wanted if n in names]:
+        chosen = names if wanted is None else [n for n in wanted if n in names]
+        fences = self.store.fences(chosen) if chosen else {}
+        for name in chosen:
             stored, pause_text = records.get(name, (None, None))
             if name in configured:
                 source, definition = "config", self._config_data(name, configured[name])
             else:
                 source, definition = "store", _stored_data(name, cast(str, stored))
+            pause = self._pause(name, pause_text)
+            fence = fences.get(name)
+            marks = [0 if fence is None else fence.slot, (pause and pause.resumed) or 0]
+            if source == "store" and "unreadable" not in definition:
+                marks.append(decode(name, cast(str, stored)).changed)
             views.append(
                 EntryView(
                     name,
                     source,
                     definition,
-                    self._pause(name, pause_text),
-                    self._next_slots(name, configured.get(name, stored)),
+                    pause,
+                    self._next_slots(name, configured.get(name, stored), max(marks) or None),
                     [r for r in map(decode_record, self.store.history(name, RECENT)) if r],
                 )
             )
@@ -300,21 +307,25 @@ class ScheduleAdmin:
         except DefinitionError:
             return None
 
-    def _next_slots(self, name: str, given: Any) -> builtins.list[int]:
+    def _next_slots(self, name: str, given: Any, since: int | None) -> builtins.list[int]:
         """The entry's next slots as its hash gives them (a balanced entry's may differ: the
-        leader's assignment decides); none for one that cannot be built here."""
+        leader's assignment decides); none for one that cannot be built here. A plain
+        interval's count from ``since`` (the later of its fence and its last add, update or
+        resume, as the leader counts them), or from now when there is none."""
+        now = self._now_ms()
         try:
             definition = dict(decode(name, given).definition if isinstance(given, str) else given)
             definition.pop("workers", None)
-            source = build_entry(
-                name, definition, self.settings, self._shared, self._now_ms()
-            ).source
+            source = build_entry(name, definition, self.settings, self._shared, now).source
         except Exception:
             return []
         slots: builtins.list[int] = []
+        after = now
         try:
+            if source.chained and since is not None:
+                after = (source.recent(since, now, 1) or [since])[-1]
             while len(slots) < NEXT_SLOTS:
-                slots.append(source.next_after(slots[-1] if slots else self._now_ms()))
+                slots.append(source.next_after(slots[-1] if slots else after))
         except ScheduleEnded:
             pass
         return slots

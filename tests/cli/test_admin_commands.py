@@ -240,3 +240,18 @@ def test_the_docs_acl_users_let_operators_change_and_only_beats_lead(
     assert beat.acquire("beat:1:x", 10_000)
     assert [json.loads(t)["id"] for t in beat.take_triggers("beat:1:x")] == [task_id]
     beat.close()
+
+
+def test_a_plain_intervals_next_slots_count_from_its_last_sent_slot(run: Run, store: Store) -> None:
+    """As the leader counts them: a slot sent after the add is where the chain goes on."""
+    target = Target(store, {})
+    ok(hashbeat(run, target, "add", "poll", "--task", TASK, "--every", "60"))
+    assert store.acquire("host:1:a", 10_000)
+    sent = int(datetime.now(timezone.utc).timestamp() * 1000) + 1_234
+    assert store.claim("host:1:a", {"poll": (sent, "fingerprint")}) == {"poll"}
+    shown = json.loads(ok(hashbeat(run, target, "show", "poll", "--json")))
+    expected = [sent + 60_000 * n for n in range(1, 11)]
+    assert shown["next_slots"] == [
+        datetime.fromtimestamp(ms / 1000, timezone.utc).isoformat(timespec="milliseconds")
+        for ms in expected
+    ]
