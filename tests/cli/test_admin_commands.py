@@ -211,8 +211,8 @@ def test_a_malformed_stored_entry_is_listed_as_unreadable(run: Run, store: Store
 def test_the_docs_acl_users_let_operators_change_and_only_beats_lead(
     run: Run, private_redis: RedisProcess
 ) -> None:
-    """docs/runtime.md's two ``ACL SETUSER`` lines, as written: an operator adds, pauses and
-    triggers; it cannot take the lease or the triggers, which the beat's user can."""
+    """docs/runtime.md's two ``ACL SETUSER`` lines, as written: an operator runs every command
+    the page says it may; it cannot take the lease or the triggers, which the beat's user can."""
     text = (ROOT / "docs" / "runtime.md").read_text(encoding="utf-8")
     lines = [line for line in text.splitlines() if line.startswith("ACL SETUSER ")]
     assert [line.split()[2] for line in lines] == ["beat", "operator"]
@@ -231,6 +231,10 @@ def test_the_docs_acl_users_let_operators_change_and_only_beats_lead(
     ok(hashbeat(run, operator, "add", NAME, "--task", TASK, "--interval", "60"))
     ok(hashbeat(run, operator, "pause", "refresh-prices", "--reason", "acl"))
     task_id = ok(hashbeat(run, operator, "trigger", NAME)).strip()
+    for command in (["update", NAME, "--max-runs", "3"], ["resume", "refresh-prices"]):
+        ok(hashbeat(run, operator, *command))
+    for command in (["entries"], ["show", NAME], ["status"]):
+        ok(hashbeat(run, operator, *command))
     with pytest.raises(StoreAuthError):
         operator.store.acquire("operator:1:x", 10_000)
     with pytest.raises(StoreAuthError):
@@ -240,6 +244,7 @@ def test_the_docs_acl_users_let_operators_change_and_only_beats_lead(
     assert beat.acquire("beat:1:x", 10_000)
     assert [json.loads(t)["id"] for t in beat.take_triggers("beat:1:x")] == [task_id]
     beat.close()
+    assert ok(hashbeat(run, operator, "remove", NAME)) == f"removed {NAME!r}\n"
 
 
 def test_a_plain_intervals_next_slots_count_from_its_last_sent_slot(run: Run, store: Store) -> None:
