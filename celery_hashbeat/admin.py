@@ -105,6 +105,7 @@ class ScheduleAdmin:
         self.settings = Settings.from_conf(app.conf, warn=False)
         self._store = store
         self._shared = SharedSlots(app)
+        self._finalized = False
         #: Wall-clock seconds since the epoch, as the beats' (changes are stamped with it).
         self.clock: Callable[[], float] = time.time
 
@@ -186,8 +187,12 @@ class ScheduleAdmin:
 
     def resume(self, name: str, catch_up: bool = False) -> None:
         """Send the entry's slots again: from now on, or, with ``catch_up``, from its last sent
-        slot, as its catch-up policy says (a long pause with catch_up="all" sends a burst)."""
+        slot, as its catch-up policy says (a long pause with catch_up="all" sends a burst). An
+        entry that is not paused is left as it is."""
         self._existing(name)
+        pause = self._pause(name, self.store.changes(0).records.get(name, (None, None))[1])
+        if pause is None or not pause.paused:
+            return
         record = None if catch_up else encode_pause(Pause(False, resumed=self._now_ms()))
         self.store.edit(name, {PAUSE: record})
 
@@ -211,6 +216,12 @@ class ScheduleAdmin:
     # Helpers ----------------------------------------------------------------------------------
 
     def _configured(self) -> dict[str, Any]:
+        """beat_schedule as beat sees it: with the entries the app's task modules add
+        (``add_periodic_task`` runs when the app is finalized)."""
+        if not self._finalized:
+            self.app.loader.import_default_modules()
+            self.app.finalize(auto=True)
+            self._finalized = True
         return dict(self.app.conf.beat_schedule or {})
 
     def _not_configured(self, name: str, what: str) -> None:

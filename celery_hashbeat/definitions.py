@@ -203,6 +203,11 @@ def encode(name: str, definition: dict[str, Any], changed: int = 0) -> str:
         if isinstance(data.get(key), datetime):
             data[key] = data[key].isoformat()
     if "args" in data:
+        if not isinstance(data["args"], list | tuple):
+            raise DefinitionError(
+                f"entry {name!r}: 'args' must be a list of positional arguments, not "
+                f"{data['args']!r}"
+            )
         data["args"] = list(data["args"])
     data["changed"] = changed
     try:

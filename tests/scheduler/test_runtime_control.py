@@ -220,6 +220,7 @@ def test_bad_definitions_are_refused_and_change_nothing(admin: ScheduleAdmin, ap
         "expression": {"task": "shop.report", "schedule": hashcron("H 25 * * *")},
         "task": {"task": "shop.nope", "schedule": EVERY_SECOND},
         "args": {"task": "shop.report", "schedule": EVERY_SECOND, "args": [object()]},
+        "args-text": {"task": "shop.report", "schedule": EVERY_SECOND, "args": "abc"},
         "options": {"task": "shop.report", "schedule": EVERY_SECOND, "options": {"queue": 1}},
         "overlap": {"task": "shop.report", "schedule": EVERY_SECOND, "overlap": "sometimes"},
         "catch_up": {"task": "shop.report", "schedule": EVERY_SECOND, "catch_up": "most"},
@@ -249,6 +250,7 @@ def test_bad_definitions_are_refused_and_change_nothing(admin: ScheduleAdmin, ap
         admin.trigger("nobody")
     with pytest.raises(AdminError):
         admin.update("kept", schedule=hashcron("61 * * * *"))
+    admin.resume("kept")  # not paused: nothing to do, and nothing written
     assert admin.store.changes(0) == before
 
 
