@@ -1,26 +1,28 @@
 """Changing the schedule while real beats run (DESIGN.md §13): two ``celery beat`` processes, a
-real worker, and one private redis-server as broker and store. An operator adds an entry, pauses
-and resumes it, triggers it, kills the leading beat, updates the entry's expression and removes
-it; the tasks' own record (tests/workers/app.py) says what ran, for which slot, and when.
+real worker, and one private redis-server as broker and store. An operator, through the
+``hashbeat`` command (a subprocess), adds an entry, pauses and resumes it, triggers it, kills the
+leading beat, updates the entry's expression and removes it; the tasks' own record
+(tests/workers/app.py) says what ran, for which slot, and when. (ScheduleAdmin, which the
+commands call, is tested in-process in tests/scheduler/test_runtime_control.py.)
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
+import subprocess
+import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
-from celery import Celery
 
-from celery_hashbeat import hashcron
-from celery_hashbeat.admin import ScheduleAdmin
-from tests.support.processes import Process, wait_until
-from tests.workers.app import control_schedule
-from tests.workers.scenario import Run, Scenario
+from tests.support.processes import ROOT, Process, wait_until
+from tests.workers.scenario import APP, Run, Scenario
 
 pytestmark = pytest.mark.slow
 
@@ -49,15 +51,23 @@ class Outcome:
         return [run.slot for run in self.runs if low < run.slot <= high]
 
 
-def operator(scenario: Scenario) -> ScheduleAdmin:
-    app = Celery("operator", set_as_current=False)
-    app.conf.update(
-        timezone="UTC",
-        hashbeat_store_url=scenario.redis.url,
-        hashbeat_key_prefix=scenario.prefix,
-        beat_schedule=control_schedule(),
-    )
-    return ScheduleAdmin(app)
+def operator(scenario: Scenario) -> Callable[..., str]:
+    """``hashbeat ARGS -A tests.workers.app`` as an operator types it; its output."""
+
+    def hashbeat(*args: str) -> str:
+        done = subprocess.run(
+            [str(Path(sys.executable).parent / "hashbeat"), *args, "-A", APP],
+            cwd=ROOT,
+            env={**os.environ, **scenario.env, "PYTHONPATH": str(ROOT)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    return hashbeat
 
 
 def leader_of(scenario: Scenario, beats: dict[str, Process]) -> Process:
@@ -83,7 +93,7 @@ def ran_after(scenario: Scenario, moment: float, count: int, timeout: float) -> 
 @pytest.fixture(scope="module")
 def outcome(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Outcome]:
     scenario = Scenario(tmp_path_factory.mktemp("control"), "control")
-    admin = operator(scenario)
+    hashbeat = operator(scenario)
     result = Outcome()
     try:
         scenario.worker(W1, concurrency=2)
@@ -91,35 +101,29 @@ def outcome(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Outcome]:
         leader_of(scenario, beats)
         at = result.at
         at["added"] = time.time()
-        admin.add(
-            "report",
-            task="workers.run",
-            schedule=hashcron("H/3 * * * * *"),
-            allow_unregistered_task=True,  # the operator's app does not import the tasks
-        )
+        hashbeat("add", "report", "--task", "workers.run", "--cron", "H/3 * * * * *")
         assert ran_after(scenario, at["added"], 2, 15), scenario.diagnostics()
         at["paused"] = time.time()
-        admin.pause("report", reason="supplier outage")
+        hashbeat("pause", "report", "--reason", "supplier outage")
         time.sleep(4)
         at["resumed"] = time.time()
-        admin.resume("report")
+        hashbeat("resume", "report")
         assert ran_after(scenario, at["resumed"], 1, 10), scenario.diagnostics()
         at["triggered"] = time.time()
-        result.trigger_id = admin.trigger("report")
+        result.trigger_id = hashbeat("trigger", "report")
         wait_until(lambda: any(r["trigger"] for r in scenario.records()), 10, 0.1)
         leader_of(scenario, beats).kill()
         at["killed"] = at["updated"] = time.time()
-        admin.update("report", schedule=hashcron("H/4 * * * * *"), allow_unregistered_task=True)
+        hashbeat("update", "report", "--cron", "H/4 * * * * *")
         assert ran_after(scenario, at["updated"], 2, 20), scenario.diagnostics()
         at["removed"] = time.time()
-        admin.remove("report")
+        hashbeat("remove", "report")
         time.sleep(4)
         at["end"] = time.time()
         result.runs = scenario.runs().get("report", [])
         result.triggered = [r for r in scenario.records() if r["trigger"] and r["event"] == "start"]
         result.diagnostics = scenario.diagnostics()
     finally:
-        admin.close()
         scenario.close()
     yield result
 
