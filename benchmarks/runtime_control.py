@@ -31,7 +31,7 @@ from typing import Any
 
 from celery import Celery
 from celery.schedules import crontab
-from redbeat import RedBeatScheduler, RedBeatSchedulerEntry
+from redbeat import RedBeatSchedulerEntry
 
 from celery_hashbeat import Scheduler, hashcron
 from celery_hashbeat.admin import ScheduleAdmin
@@ -42,22 +42,9 @@ from celery_hashbeat.store.controls import DEFINITION
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from beat_tick import HashbeatBench, RedBeatBench  # noqa: E402 - the same stubbed publish
+
 from tests.support.redis_server import RedisProcess  # noqa: E402
-
-
-class HashbeatBench(Scheduler):
-    sent = 0
-
-    def send(self, entry: Any, task_id: str, when: str) -> None:
-        self.sent += 1
-
-
-class RedBeatBench(RedBeatScheduler):
-    producer = None
-    sent = 0
-
-    def send_task(self, *args: Any, **kwargs: Any) -> None:
-        self.sent += 1
 
 
 def make_app(redis_url: str, prefix: str) -> Celery:

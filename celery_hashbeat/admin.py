@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from celery_hashbeat.definitions import (
+    STORED_KEYS,
     DefinitionError,
     Pause,
     Trigger,
@@ -47,22 +48,6 @@ NEXT_SLOTS = 10
 
 #: Outcomes listed per entry by ``get``.
 RECENT = 10
-
-#: What ``update`` may change, as ``add`` takes them.
-FIELDS = (
-    "task",
-    "schedule",
-    "args",
-    "kwargs",
-    "options",
-    "catch_up",
-    "catch_up_window",
-    "overlap",
-    "workers",
-    "start",
-    "end",
-    "max_runs",
-)
 
 
 class AdminError(ValueError):
@@ -160,9 +145,9 @@ class ScheduleAdmin:
         """Change some fields of a store entry (None removes an optional one); applied from
         its next slot after the update, with nothing caught up from before it."""
         self._not_configured(name, "update")
-        unknown = set(changes) - set(FIELDS)
+        unknown = set(changes) - set(STORED_KEYS)
         if unknown:
-            raise AdminError(f"cannot update {sorted(unknown)}; fields: {', '.join(FIELDS)}")
+            raise AdminError(f"cannot update {sorted(unknown)}; fields: {', '.join(STORED_KEYS)}")
         current = self._stored_definition(name)
         for key in ("task", "schedule"):
             if key in changes and changes[key] is None:

@@ -24,26 +24,14 @@ from typing import Any, NamedTuple, cast
 
 from celery.schedules import crontab, schedule, solar
 
+from celery_hashbeat.entries import KNOWN_KEYS
 from celery_hashbeat.schedules import hashcron, hashinterval
-from celery_hashbeat.slots import to_datetime
 
 CRONTAB_FIELDS = ("minute", "hour", "day_of_week", "day_of_month", "month_of_year")
 
-#: The definition's keys a stored entry may hold; "schedule" and "task" it must.
-STORED_KEYS = (
-    "task",
-    "schedule",
-    "args",
-    "kwargs",
-    "options",
-    "catch_up",
-    "catch_up_window",
-    "overlap",
-    "workers",
-    "start",
-    "end",
-    "max_runs",
-)
+#: The definition's keys a stored entry may hold ("relative" is a Celery schedule object's
+#: setting, and none is stored); "schedule" and "task" it must.
+STORED_KEYS = tuple(sorted(KNOWN_KEYS - {"relative"}))
 
 #: The publish options a stored entry may carry, and the JSON types each takes.
 OPTION_TYPES: dict[str, tuple[type, ...]] = {
@@ -304,11 +292,6 @@ def decode_trigger(text: str) -> Trigger:
         return Trigger(str(data["entry"]), str(data["id"]), int(data["at"]))
     except (ValueError, TypeError, KeyError):
         raise DefinitionError(f"a stored trigger {text!r} does not parse") from None
-
-
-def when(ms: int) -> str:
-    """An instant as operators read it in records: ISO 8601, UTC, to the second."""
-    return to_datetime(ms).isoformat(timespec="seconds")
 
 
 def _only(data: dict[str, Any], allowed: set[str], where: str) -> None:
