@@ -7,22 +7,28 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.processes import ROOT
+from tests.support.processes import ROOT, wait_until
 
 pytestmark = pytest.mark.slow
 
 
 def beat(
-    config: dict[str, Any], *args: str, timeout: float = 20, django: bool = False
+    config: dict[str, Any],
+    *args: str,
+    timeout: float = 20,
+    django: bool = False,
+    until: str | None = None,
 ) -> tuple[int | None, str]:
     """Run ``celery beat`` on the config app; its exit code (None if still running after
-    ``timeout`` seconds, then stopped) and everything it printed."""
+    ``timeout`` seconds, or once it printed ``until``, then stopped) and everything it
+    printed."""
     env = {**os.environ, "HASHBEAT_CONFIG": json.dumps(config), "PYTHONPATH": str(ROOT)}
     if django:
         env["HASHBEAT_DJANGO"] = "1"
@@ -30,16 +36,30 @@ def beat(
         sys.executable, "-m", "celery", "-A", "tests.scheduler.config_app", "beat",
         "-S", "celery_hashbeat.Scheduler", "--loglevel=INFO", *args,
     ]  # fmt: skip
-    with subprocess.Popen(
-        command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    ) as process:
-        try:
-            output, _ = process.communicate(timeout=timeout)
-            return process.returncode, output
-        except subprocess.TimeoutExpired:
+    with (
+        tempfile.TemporaryFile("w+") as log,
+        subprocess.Popen(
+            command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, text=True
+        ) as process,
+    ):
+
+        def printed() -> str:
+            log.seek(0)
+            return log.read()
+
+        def over() -> bool:
+            return process.poll() is not None or (until is not None and until in printed())
+
+        wait_until(over, timeout, 0.05)
+        code = process.poll()
+        if code is None:
             process.terminate()
-            output, _ = process.communicate(timeout=10)
-            return None, output
+            process.wait(10)
+        return code, printed()
+
+
+#: What a beat logs once it leads: by then everything it says at start is said.
+LEADING = "enqueueing from now on"
 
 
 BANNER = ("celery beat v", "__    -", "LocalTime -> ", "Configuration ->", "    . ")
@@ -121,7 +141,7 @@ def test_a_bad_entry_is_skipped_by_name_and_the_others_run(tmp_path: Path) -> No
             "good": {"task": "t.good", "schedule": 1.0},
         },
     }
-    code, output = beat(config, timeout=8)
+    code, output = beat(config, timeout=8, until="Sending due task good")
     assert code is None, output  # still running: the mistake is the entry's, not beat's
     assert "Traceback" not in output, output
     skipped = [line for line in output.splitlines() if "skipping" in line]
@@ -135,7 +155,9 @@ def warnings_about(name: str, output: str) -> list[str]:
 
 def test_a_mistyped_setting_is_named_once_with_the_closest_one(tmp_path: Path) -> None:
     store = f"sqlite:///{tmp_path}/store.sqlite"
-    _, output = beat({"hashbeat_store_url": store, "hashbeat_lease_tll": 3}, timeout=6)
+    _, output = beat(
+        {"hashbeat_store_url": store, "hashbeat_lease_tll": 3}, timeout=6, until=LEADING
+    )
     warnings = warnings_about("hashbeat_lease_tll", output)
     assert len(warnings) == 1, output
     # Logged through Celery's logging (so --logfile and --loglevel apply), not before it.
@@ -148,7 +170,7 @@ def test_a_mistyped_django_setting_is_named_in_the_django_spelling(tmp_path: Pat
         "CELERY_HASHBEAT_STORE_URL": f"sqlite:///{tmp_path}/store.sqlite",
         "CELERY_HASHBEAT_LEASE_TLL": 3,
     }
-    _, output = beat(config, timeout=6, django=True)
+    _, output = beat(config, timeout=6, django=True, until=LEADING)
     warnings = warnings_about("CELERY_HASHBEAT_LEASE_TLL", output)
     assert len(warnings) == 1, output
     assert warnings[0].endswith("did you mean CELERY_HASHBEAT_LEASE_TTL?")
@@ -156,7 +178,9 @@ def test_a_mistyped_django_setting_is_named_in_the_django_spelling(tmp_path: Pat
 
 def test_a_schedule_file_is_said_to_be_unused(tmp_path: Path) -> None:
     store = f"sqlite:///{tmp_path}/store.sqlite"
-    _, output = beat({"hashbeat_store_url": store}, f"--schedule={tmp_path}/beat.db", timeout=6)
+    _, output = beat(
+        {"hashbeat_store_url": store}, f"--schedule={tmp_path}/beat.db", timeout=6, until=LEADING
+    )
     notes = warnings_about("is not used", output)
     assert len(notes) == 1 and f"{tmp_path}/beat.db" in notes[0], output
     assert f"({store})" in notes[0], notes[0]
@@ -165,7 +189,8 @@ def test_a_schedule_file_is_said_to_be_unused(tmp_path: Path) -> None:
 
 def test_no_word_about_the_schedule_file_when_none_was_given(tmp_path: Path) -> None:
     store = f"sqlite:///{tmp_path}/store.sqlite"
-    _, output = beat({"hashbeat_store_url": store}, timeout=6)
+    _, output = beat({"hashbeat_store_url": store}, timeout=6, until=LEADING)
+    assert LEADING in output, output
     assert warnings_about("is not used", output) == [], output
 
 
