@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import redis
+from click.testing import Result
 
 from celery_hashbeat import parse
 from celery_hashbeat.cli.output import Exit
@@ -143,8 +144,11 @@ def test_an_entry_through_its_life(run: Run, target: Target) -> None:
 
 
 def test_bad_input_is_one_line_with_its_exit_code_and_changes_nothing(
-    run: Run, store: Store
+    run: Run, invoke: Callable[..., Result], app_store: Store
 ) -> None:
+    """The refusals run in this process (the same click commands; a subprocess each would
+    cost a second apiece); the first add and the unreachable store run as real processes."""
+    store = app_store
     target = Target(store, {})
     ok(hashbeat(run, target, "add", NAME, "--task", TASK, "--interval", "300"))
     add = ["add", "new-entry", "--task", TASK]
@@ -180,10 +184,10 @@ def test_bad_input_is_one_line_with_its_exit_code_and_changes_nothing(
     assert Exit.SETUP == 3  # UnknownEntryError.exit_code, which the docs call "no such entry"
     before = (store.changes(0), store.triggers())
     for args, code, words in cases:
-        done = hashbeat(run, target, *args)
-        assert done.returncode == code, (args, done.stderr)
-        assert done.stderr.startswith("Error: ") and words in done.stderr, (args, done.stderr)
-        assert len(done.stderr.splitlines()) == 1 and not done.stdout, (args, done.stderr)
+        result = invoke(*args, "-A", APP)
+        assert result.exit_code == code, (args, result.stderr)
+        assert result.stderr.startswith("Error: ") and words in result.stderr, (args, result.stderr)
+        assert len(result.stderr.splitlines()) == 1 and not result.stdout, (args, result.stderr)
     assert (store.changes(0), store.triggers()) == before
 
     unreachable = Target(store, {"HASHBEAT_TEST_STORE_URL": "redis://127.0.0.1:1/0"})
