@@ -62,21 +62,24 @@ class Balancer:
             if name in members:
                 touched.add(self._forget(name))
             member = self._member(name, definition)
-            if member is not None:
-                members[name] = member
-                groups.setdefault(member.group, set()).add(name)
-                touched.add(member.group)
+            if member is None:
+                continue
+            members[name] = member
+            names = groups.get(member.group)
+            if names is None:
+                names = groups[member.group] = set()
+            names.add(name)
+            touched.add(member.group)
         moved = self._assign(touched)
         result = dict(definitions)
-        placed = moved.union(name for name in definitions if name in members)
-        result.update((name, self._placed(name)) for name in placed)
+        result.update(self._placed(moved.union(name for name in definitions if name in members)))
         return result
 
     def drop(self, names: Iterable[str]) -> dict[str, Any]:
         """Forget entries that left the schedule; the definitions of those whose values moved."""
         members = self.members
         touched = {self._forget(name) for name in names if name in members}
-        return {name: self._placed(name) for name in self._assign(touched)}
+        return self._placed(self._assign(touched))
 
     def stored_form(self) -> str:
         """The assignment as the store keeps it: JSON, entry -> offsets, in name order."""
@@ -123,28 +126,32 @@ class Balancer:
         changed: set[str] = set()
         members, offsets = self.members, self.offsets
         for group in groups:
-            names = self.groups.get(group)
+            names = list(self.groups.get(group, ()))
             if not names:
                 self.groups.pop(group, None)
                 continue
-            keys = {members[name].key: name for name in names}
-            first = members[next(iter(names))]
-            found = assign(keys, first.terms, tight=first.tight)
-            for name in names:
-                value = found[members[name].key]
+            keys = [members[name].key for name in names]
+            first = members[names[0]]
+            found = assign(dict.fromkeys(keys), first.terms, tight=first.tight)
+            for name, key in zip(names, keys, strict=True):
+                value = found[key]
                 if offsets.get(name) != value:
                     offsets[name] = value
                     changed.add(name)
         self.version += bool(changed)
         return changed
 
-    def _placed(self, name: str) -> dict[str, Any]:
-        member = self.members[name]
-        schedule = member.definition["schedule"]
-        assert isinstance(schedule, hashcron)
-        offsets = self.offsets[name]
-        identity = (*schedule._identity(), offsets)
-        found = self._schedules.get(identity)
-        if found is None:
-            found = self._schedules[identity] = schedule.placed(offsets)
-        return {**member.definition, "schedule": found}
+    def _placed(self, names: Iterable[str]) -> dict[str, dict[str, Any]]:
+        """The definitions of ``names`` with their schedules at their offsets."""
+        members, offsets, schedules = self.members, self.offsets, self._schedules
+        placed = {}
+        for name in names:
+            definition = members[name].definition
+            schedule = definition["schedule"]
+            value = offsets[name]
+            identity = (*schedule._identity(), value)
+            found = schedules.get(identity)
+            if found is None:
+                found = schedules[identity] = schedule.placed(value)
+            placed[name] = {**definition, "schedule": found}
+        return placed

@@ -31,6 +31,7 @@ import math
 from collections.abc import Collection
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import repeat
 
 from .grammar import Template, parse_template
 from .seeding import SEPARATOR, Key, draw, key_bytes
@@ -135,8 +136,9 @@ def assign(
             turned.append(standing)
     placed: dict[Key, tuple[int, ...]] = {}
     for slot, holders in enumerate(held):
-        offsets = _offsets(slot, sizes)  # one tuple per slot, however many keys hold it
-        placed.update((order[-standing % count], offsets) for standing in holders)
+        if holders:  # one tuple of offsets per slot, however many keys hold it
+            ranks = [-standing % count for standing in holders]
+            placed.update(zip(map(order.__getitem__, ranks), repeat(_offsets(slot, sizes))))
     return placed
 
 
