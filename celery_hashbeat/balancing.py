@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Hashable, Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from celery_hashbeat.entries import as_definition
 from celery_hashbeat.expr import CronSyntaxError
@@ -24,9 +23,9 @@ from celery_hashbeat.expr.seeding import Key
 from celery_hashbeat.schedules import hashcron
 
 
-@dataclass(frozen=True, slots=True)
-class Member:
-    """A balanced entry: its group, the key its hash terms draw from, and its definition."""
+class Member(NamedTuple):
+    """A balanced entry: its group, the key its hash terms draw from, and its definition (a
+    tuple: a hundred thousand of them are made at start)."""
 
     group: Hashable
     key: Key
@@ -50,35 +49,41 @@ class Balancer:
         self.version = 0
         #: Placed schedules, shared by the entries whose schedules and offsets agree.
         self._schedules: dict[tuple[Any, ...], hashcron] = {}
+        #: (expression, zone, day rule) -> its hash terms and the group of its entries that are
+        #: not copies on workers (made once: there may be a hundred thousand of them).
+        self._kinds: dict[tuple[str, str, bool], tuple[tuple[Term, ...], tuple[Any, ...]]] = {}
 
     def take(self, definitions: Mapping[str, Any]) -> dict[str, Any]:
         """``definitions`` (added or replaced) with balanced schedules placed, and the
         definitions of other entries whose values moved."""
         touched: set[Hashable] = set()
+        members, groups = self.members, self.groups
         for name, definition in definitions.items():
-            touched |= self._forget(name)
+            if name in members:
+                touched.add(self._forget(name))
             member = self._member(name, definition)
-            if member is not None:
-                self.members[name] = member
-                self.groups.setdefault(member.group, set()).add(name)
-                touched.add(member.group)
+            if member is None:
+                continue
+            members[name] = member
+            names = groups.get(member.group)
+            if names is None:
+                names = groups[member.group] = set()
+            names.add(name)
+            touched.add(member.group)
         moved = self._assign(touched)
         result = dict(definitions)
-        members = self.members
-        placed = moved.union(name for name in definitions if name in members)
-        result.update((name, self._placed(name)) for name in placed)
+        result.update(self._placed(moved.union(name for name in definitions if name in members)))
         return result
 
     def drop(self, names: Iterable[str]) -> dict[str, Any]:
         """Forget entries that left the schedule; the definitions of those whose values moved."""
-        touched: set[Hashable] = set()
-        for name in names:
-            touched |= self._forget(name)
-        return {name: self._placed(name) for name in self._assign(touched)}
+        members = self.members
+        touched = {self._forget(name) for name in names if name in members}
+        return self._placed(self._assign(touched))
 
     def stored_form(self) -> str:
         """The assignment as the store keeps it: JSON, entry -> offsets, in name order."""
-        return json.dumps({name: list(self.offsets[name]) for name in sorted(self.offsets)})
+        return json.dumps(self.offsets, sort_keys=True)
 
     def _member(self, name: str, definition: Any) -> Member | None:
         mapping = as_definition(definition)
@@ -87,55 +92,66 @@ class Balancer:
             return None
         if not (self.default if given.balanced is None else given.balanced):
             return None
-        try:
-            terms = terms_of(given.expr)
-            shape = shape_of(given.expr)
-        except (CronSyntaxError, TypeError):
+        if not isinstance(given.expr, str):
             return None  # building the entry reports it, by name
+        zone = str(given.zone) if given.zone is not None else self.zone
+        kind = self._kinds.get((given.expr, zone, given.day_and))
+        if kind is None:
+            try:
+                terms = terms_of(given.expr)
+                shape = (shape_of(given.expr), zone, given.day_and, None)
+            except CronSyntaxError:
+                return None  # as above
+            kind = self._kinds[given.expr, zone, given.day_and] = (terms, shape)
+        terms, group = kind
         if not terms:
             return None
         parent = self.parent_of(name)
-        zone = str(given.zone) if given.zone is not None else self.zone
-        group = (shape, zone, given.day_and, parent)
+        if parent is not None:
+            group = (*group[:-1], parent)
         key = given.key if given.key is not None else name
         assert mapping is not None
         return Member(group, key, terms, parent is not None, mapping)
 
-    def _forget(self, name: str) -> set[Hashable]:
-        member = self.members.pop(name, None)
-        if member is None:
-            return set()
+    def _forget(self, name: str) -> Hashable:
+        """Take out a member; its group."""
+        member = self.members.pop(name)
         del self.offsets[name]
         self.version += 1
         self.groups[member.group].discard(name)
-        return {member.group}
+        return member.group
 
     def _assign(self, groups: set[Hashable]) -> set[str]:
         """Assign the ``groups`` afresh; the entries whose offsets changed or were new."""
         changed: set[str] = set()
+        members, offsets = self.members, self.offsets
         for group in groups:
-            names = self.groups.get(group)
+            names = list(self.groups.get(group, ()))
             if not names:
                 self.groups.pop(group, None)
                 continue
-            first = self.members[next(iter(names))]
-            keys = {self.members[name].key: name for name in names}
-            found = assign(list(keys), first.terms, tight=first.tight)
-            for name in names:
-                offsets = found[self.members[name].key]
-                if self.offsets.get(name) != offsets:
-                    self.offsets[name] = offsets
+            keys = [members[name].key for name in names]
+            first = members[names[0]]
+            found = assign(dict.fromkeys(keys), first.terms, tight=first.tight)
+            for name, key in zip(names, keys, strict=True):
+                value = found[key]
+                if offsets.get(name) != value:
+                    offsets[name] = value
                     changed.add(name)
         self.version += bool(changed)
         return changed
 
-    def _placed(self, name: str) -> dict[str, Any]:
-        member = self.members[name]
-        schedule = member.definition["schedule"]
-        assert isinstance(schedule, hashcron)
-        offsets = self.offsets[name]
-        identity = (*schedule._identity(), offsets)
-        found = self._schedules.get(identity)
-        if found is None:
-            found = self._schedules[identity] = schedule.placed(offsets)
-        return {**member.definition, "schedule": found}
+    def _placed(self, names: Iterable[str]) -> dict[str, dict[str, Any]]:
+        """The definitions of ``names`` with their schedules at their offsets."""
+        members, offsets, schedules = self.members, self.offsets, self._schedules
+        placed = {}
+        for name in names:
+            definition = members[name].definition
+            schedule = definition["schedule"]
+            value = offsets[name]
+            identity = (*schedule._identity(), value)
+            found = schedules.get(identity)
+            if found is None:
+                found = schedules[identity] = schedule.placed(value)
+            placed[name] = {**definition, "schedule": found}
+        return placed

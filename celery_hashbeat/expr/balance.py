@@ -4,28 +4,37 @@ that no slot holds more than ceil(N / slots) + 1 of them.
 Pure hashing throws N keys at S slots like dice. Here every key still starts from its hashed
 value (DESIGN.md §3), and only the keys a crowded slot cannot hold move:
 
-1. The *capacity* of slot s is ``(N + s) // S + 1``: the capacities sum to N + S, none exceeds
-   ceil(N / S) + 1, and one more key raises exactly one slot's capacity by one (never all at
-   once, which would move many keys in one go).
-2. Each slot keeps, up to its capacity, the keys hashed to it that come first by *priority*
-   (the first hash term's 64-bit draw, then the key's bytes); the rest overflow.
-3. Overflowing keys, by priority, take the first slot with room along their own probe sequence
-   (``draw(key, "balance", i) % S`` for i = 1, 2, ...; a scan after 64 draws).
+1. The *capacity* of slot s is ``N // S + 1``, one more if ``s < 2 * (N % S)`` (``capacities``).
+2. Each key asks for slots in turn: its hashed slot (attempt 0), then its own probe sequence
+   (``draw(key, "balance", i) % S`` for attempts i = 1, 2, ...; a scan after 64 draws).
+3. A slot asked by more keys than it can hold keeps the *strongest*: the lowest attempt, then
+   the first by *priority* (the first hash term's 64-bit draw, then the key's bytes). A key
+   turned away, now or later, asks its next slot.
 
-The result depends only on the set of keys, never on their order. A slot is a combination of
-the shape's hash terms (one value each), so ``H H * * *`` balances over 1,440 minutes of the
-day. A *tight* group (one entry's copies on its workers) uses capacity ceil(N / S) everywhere,
-so twenty workers get twenty distinct values wherever the range has twenty.
+That is deferred acceptance (Gale and Shapley): whatever the order of the asking, it ends in the
+same assignment, so the result depends only on the set of keys. Ranking by attempt makes a key
+weaker each time it is turned away, so the chain of keys that one added or removed key displaces
+ends sooner than when slots rank by priority alone; the capacities decide how much room is left
+to end it in. ``benchmarks/balance.py`` measures both.
+
+A slot is a combination of the shape's hash terms (one value each), so ``H H * * *`` balances
+over 1,440 minutes of the day. A *tight* group (one entry's copies on its workers) uses capacity
+ceil(N / S) everywhere, so twenty workers get twenty distinct values wherever the range has
+twenty.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator
+import hashlib
+import heapq
+import math
+from collections.abc import Collection
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import repeat
 
 from .grammar import Template, parse_template
-from .seeding import Key, draw, key_bytes
+from .seeding import SEPARATOR, Key, draw, key_bytes
 
 #: The seed field of the balancer's own draws (priority and probes); part of the contract of
 #: balanced values, as DESIGN.md §3's field names are of hashed ones.
@@ -86,53 +95,79 @@ def assign(
     if not terms:
         return dict.fromkeys(keys, ())
     sizes = tuple(term.count for term in terms)
-    slots = 1
-    for size in sizes:
-        slots *= size
+    slots = math.prod(sizes)
     count = len(keys)
-    loads: dict[int, int] = {}
-
-    def room(slot: int) -> bool:
-        cap = -(-count // slots) if tight else (count + slot) // slots + 1
-        return loads.get(slot, 0) < cap
-
+    caps = capacities(count, slots, tight=tight)
     # One sha256 per term and key: the first term's draw is also the key's priority.
-    draws = {key: [draw(key, term.seed, term.occurrence) for term in terms] for key in keys}
-    placed: dict[Key, int] = {}
-    overflow: list[Key] = []
-    for key in sorted(keys, key=lambda key: (draws[key][0], key_bytes(key))):
-        native = _index(tuple(u % size for u, size in zip(draws[key], sizes, strict=True)), sizes)
-        if room(native):
-            loads[native] = loads.get(native, 0) + 1
-            placed[key] = native
+    order = list(keys)
+    encoded = [key.encode() if type(key) is str else key_bytes(key) for key in order]
+    columns = [_draws(encoded, term) for term in terms]
+    firsts = columns[0]
+    ranked = sorted(range(count), key=firsts.__getitem__)
+    if len(set(firsts)) < count:  # equal draws: the key's bytes decide, as on any machine
+        ranked.sort(key=lambda at: (firsts[at], encoded[at]))
+    natives = [0] * count
+    for column, size in zip(columns, sizes, strict=True):
+        natives = [native * size + u % size for native, u in zip(natives, column, strict=True)]
+    order = [order[at] for at in ranked]
+    natives = [natives[at] for at in ranked]
+    # A key's standing at a slot is attempt * count + rank, lower is stronger; held[s] holds
+    # minus the standings of the keys slot s keeps, so its weakest is held[s][0].
+    held: list[list[int]] = [[] for _ in range(slots)]
+    turned: list[int] = []  # standings of the keys turned away, each to ask its next slot
+    for rank, native in enumerate(natives):
+        if len(held[native]) < caps[native]:
+            held[native].append(-rank)
         else:
-            overflow.append(key)
-    for key in overflow:
-        slot = next(slot for slot in _probes(key, slots) if room(slot))
-        loads[slot] = loads.get(slot, 0) + 1
-        placed[key] = slot
-    shared: dict[int, tuple[int, ...]] = {}  # one tuple per slot, however many keys hold it
-    return {
-        key: shared.get(slot) or shared.setdefault(slot, _offsets(slot, sizes))
-        for key, slot in placed.items()
-    }
+            turned.append(rank)
+    for holders in held:
+        heapq.heapify(holders)
+    while turned:
+        attempt, rank = divmod(turned.pop(), count)
+        attempt += 1
+        standing = attempt * count + rank
+        slot = _probe(order[rank], attempt, slots)
+        holders = held[slot]
+        if len(holders) < caps[slot]:
+            heapq.heappush(holders, -standing)
+        elif standing < -holders[0]:
+            turned.append(-heapq.heapreplace(holders, -standing))
+        else:
+            turned.append(standing)
+    placed: dict[Key, tuple[int, ...]] = {}
+    for slot, holders in enumerate(held):
+        if holders:  # one tuple of offsets per slot, however many keys hold it
+            ranks = [-standing % count for standing in holders]
+            placed.update(zip(map(order.__getitem__, ranks), repeat(_offsets(slot, sizes))))
+    return placed
 
 
-def _probes(key: Key, slots: int) -> Iterator[int]:
-    """Where an overflowing key looks for room: random draws, then every slot in turn."""
-    slot = 0
-    for attempt in range(1, PROBES + 1):
-        slot = draw(key, BALANCE_FIELD, attempt) % slots
-        yield slot
-    for step in range(1, slots + 1):
-        yield (slot + step) % slots
+def capacities(count: int, slots: int, *, tight: bool = False) -> list[int]:
+    """How many of ``count`` keys each slot may hold: ceil(count / slots) for a tight group;
+    otherwise count // slots + 1, and one more for the first 2 * (count % slots) slots (all of
+    them at most ceil(count / slots) + 1, together at least count). Capacity grows two slots per
+    added key until every slot has grown: growth one slot at a time left the least room to
+    spare, and all at once moved a key from every crowded slot in one change."""
+    if tight:
+        return [-(-count // slots)] * slots
+    share, rest = divmod(count, slots)
+    return [share + 1 + (slot < 2 * rest) for slot in range(slots)]
 
 
-def _index(offsets: tuple[int, ...], sizes: tuple[int, ...]) -> int:
-    index = 0
-    for offset, size in zip(offsets, sizes, strict=True):
-        index = index * size + offset
-    return index
+def _draws(encoded: list[bytes], term: Term) -> list[int]:
+    """``draw`` (DESIGN.md §3) of one term for many keys, given their bytes: the suffix is
+    built once, not once per key."""
+    suffix = SEPARATOR + term.seed.encode() + SEPARATOR + str(term.occurrence).encode()
+    sha256, number = hashlib.sha256, int.from_bytes
+    return [number(sha256(key + suffix).digest()[:8], "big") for key in encoded]
+
+
+def _probe(key: Key, attempt: int, slots: int) -> int:
+    """Where a key turned away asks at its ``attempt``: random draws, then every slot in turn
+    from the last of them (so that every key finds room: the capacities add up to N or more)."""
+    if attempt <= PROBES:
+        return draw(key, BALANCE_FIELD, attempt) % slots
+    return (draw(key, BALANCE_FIELD, PROBES) + attempt - PROBES) % slots
 
 
 def _offsets(index: int, sizes: tuple[int, ...]) -> tuple[int, ...]:
