@@ -163,6 +163,8 @@ class FanOut:
         self.every_worker: dict[str, Mapping[str, Any]] = {}
         #: Fanned entry -> the names of its sub-entries now.
         self.subs: dict[str, set[str]] = {}
+        #: Sub-entry -> its fanned entry: the reverse of ``subs``, asked once per entry.
+        self._parents: dict[str, str] = {}
         #: The live workers last known (the store's roster), or None before any census.
         self.nodes: tuple[str, ...] | None = None
 
@@ -191,12 +193,21 @@ class FanOut:
         else:
             self.every_worker.pop(name, None)
         subs = fan_out(name, definition, (self.nodes or ()) if listed is None else listed)
-        self.subs[name] = set(subs)
+        self._set_subs(name, subs)
         result.plain.update(subs)
+
+    def _set_subs(self, name: str, subs: Iterable[str]) -> None:
+        self._forget_subs(name)
+        self.subs[name] = set(subs)
+        self._parents.update(dict.fromkeys(self.subs[name], name))
+
+    def _forget_subs(self, name: str) -> None:
+        for sub in self.subs.pop(name, ()):
+            self._parents.pop(sub, None)
 
     def _forget(self, name: str) -> None:
         self.every_worker.pop(name, None)
-        self.subs.pop(name, None)
+        self._forget_subs(name)
 
     def drop(self, names: Iterable[str]) -> None:
         """Forget fanned entries removed from the schedule."""
@@ -205,7 +216,7 @@ class FanOut:
 
     def parent_of(self, name: str) -> str | None:
         """The fanned entry that ``name`` is a copy of, or None for any other entry."""
-        return next((parent for parent, subs in self.subs.items() if name in subs), None)
+        return self._parents.get(name)
 
     def is_dynamic(self, name: str) -> bool:
         """Whether entry ``name`` is a sub-entry that comes and goes with the live workers."""
@@ -224,6 +235,6 @@ class FanOut:
         for name, definition in self.every_worker.items():
             subs = fan_out(name, definition, nodes)
             result.gone |= self.subs.get(name, set()) - set(subs)
-            self.subs[name] = set(subs)
+            self._set_subs(name, subs)
             result.plain.update(subs)
         return result
