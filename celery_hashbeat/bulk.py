@@ -15,17 +15,19 @@ eagerly or listens to the old ``task_sent`` signal goes through ``apply_async`` 
 
 from __future__ import annotations
 
+import os
 from collections import deque
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from celery import signals
 from celery.app.routes import MapRoute
+from celery.utils.nodenames import anon_nodename
 from kombu.serialization import dumps
 
 from celery_hashbeat.messages import slot_headers
-from celery_hashbeat.plans import Plan, make_plan, plannable
-from celery_hashbeat.redis_batch import RedisPipeline
+from celery_hashbeat.plans import Defaults, Plan, make_plan, plannable
+from celery_hashbeat.redis_batch import RedisPipeline, Stencil
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -38,15 +40,16 @@ if TYPE_CHECKING:
 #: pipeline; AMQP writes each message without waiting for the broker (unless confirms are on).
 BATCH_DRIVERS = ("redis", "amqp")
 
-#: Plans kept at most; beyond it they are dropped and made again when needed.
-PLANS = 100_000
+#: Plans kept at most, each about 2 KB with its stencil (mostly the message itself): enough for
+#: bursts of this many entries to be made from stencils; entries beyond it are planned per slot.
+PLANS = 20_000
 
 
 def unsupported(producer: Any) -> str | None:
     """Why the batch path cannot publish on this producer's transport, or None if it can."""
     driver = producer.connection.transport.driver_type
     if driver not in BATCH_DRIVERS:
-        return f"it does not know the {driver!r} transport (it knows {', '.join(BATCH_DRIVERS)})"
+        return f"does not know the {driver!r} transport (it knows {', '.join(BATCH_DRIVERS)})"
     return None
 
 
@@ -85,8 +88,8 @@ class ProducerOutput:
             **properties,
         )
 
-    def repeat(self, plan: Plan, task_id: str, when: str, reply_to: str) -> bool:
-        return False
+    def repeat(self, plan: Plan, task_id: str, when: str, reply_to: str) -> Stencil | None:
+        return None
 
     def flush(self) -> list[BaseException | None]:
         return []
@@ -121,12 +124,15 @@ class BulkSink:
         self._plans: dict[str, Plan] = {}
         self._next: Plan | None = None
         self._declared: set[int] = set()
+        self._origin_of = (0, "")
         self._channel: Any = None
-        #: Per message not yet known sent: its plan, task id, slot, and headers and body (None
-        #: if it was made from the plan's stencil), for ``after_task_publish``.
+        #: Per message not yet known sent: its plan, task id, slot, and headers and body (no
+        #: headers, and the stencil in place of the body, if it was made from one), for
+        #: ``after_task_publish``.
         self._unsent: deque[tuple[Plan, str, str, dict[str, Any] | None, Any]] = deque()
         conf = app.conf
         self._off = bool(conf.task_always_eager or conf.task_send_sent_event)
+        self._defaults = Defaults.of(app)
         router: Any = app.amqp.router
         #: Routes that answer the same for the same entry: a plan is kept, not made per slot.
         self._fixed_routes = all(isinstance(r, MapRoute) for r in router.routes or ())
@@ -161,10 +167,11 @@ class BulkSink:
         self._declare(plan.destination.declare)
         # Without a before_task_publish receiver nobody sees (or changes) the message before it
         # goes: another slot's, with this slot's strings, is the same message.
-        if not signals.before_task_publish.receivers and self._output.repeat(
-            plan, task_id, when, reply_to
-        ):
-            self._unsent.append((plan, task_id, when, None, None))
+        stencil = None
+        if not signals.before_task_publish.receivers:
+            stencil = self._output.repeat(plan, task_id, when, reply_to)
+        if stencil is not None:
+            self._unsent.append((plan, task_id, when, None, stencil))
             return
         headers, properties, body, _ = app.amqp.create_task_message(
             task_id,
@@ -177,10 +184,12 @@ class BulkSink:
             soft_time_limit=plan.soft_time_limit,
             shadow=plan.shadow,
             ignore_result=plan.ignore_result,
-            **(plan.reprs or {}),
+            origin=self._origin(),
+            argsrepr=plan.reprs and plan.reprs[0],
+            kwargsrepr=plan.reprs and plan.reprs[1],
         )
         if plan.reprs is None:
-            plan.reprs = {"argsrepr": headers["argsrepr"], "kwargsrepr": headers["kwargsrepr"]}
+            plan.reprs = (headers["argsrepr"], headers["kwargsrepr"])
         headers.update(slot_headers(entry, when))
         properties.update(plan.properties)
         if plan.expires is not None:
@@ -220,8 +229,7 @@ class BulkSink:
         plan, task_id, when, headers, body = self._unsent.popleft()
         if signals.after_task_publish.receivers:
             if headers is None:
-                stencil = plan.stencil
-                headers, body = stencil.headers_for(task_id, when), stencil.body
+                headers, body = body.signal_for(task_id, when)  # made from this stencil
             to = plan.destination
             signals.after_task_publish.send(
                 sender=entry.task,
@@ -235,6 +243,14 @@ class BulkSink:
     def unsent(self, entry: Entry, slot: int) -> None:
         """The slot's message did not go out: forget it."""
         self._unsent.popleft()
+
+    def _origin(self) -> str:
+        """Celery's ``origin`` header (``gen<pid>@<host>``), asked of Celery once per process
+        rather than once per message (it asks the system for the host name each time)."""
+        pid = os.getpid()
+        if self._origin_of[0] != pid:
+            self._origin_of = (pid, anon_nodename())
+        return self._origin_of[1]
 
     def _declare(self, entities: list[Any]) -> None:
         """Declare each queue once per channel, as kombu's ``maybe_declare`` does, without its
@@ -252,9 +268,8 @@ class BulkSink:
         plan = self._plans.get(entry.name)
         if plan is not None and plan.current(entry):
             return plan
-        plan = make_plan(self.app, entry)
-        if plan is not None and self._fixed_routes:
-            if len(self._plans) >= PLANS:
-                self._plans.clear()
+        plan = make_plan(self.app, entry, self._defaults)
+        room = entry.name in self._plans or len(self._plans) < PLANS
+        if plan is not None and self._fixed_routes and room:
             self._plans[entry.name] = plan
         return plan

@@ -60,7 +60,28 @@ class Destination(NamedTuple):
     delivery_mode: Any
 
 
-@dataclass(eq=False)
+class Defaults(NamedTuple):
+    """The app's publish settings a plan falls back on, read once (``app.conf`` is slow)."""
+
+    serializer: str
+    compression: str | None
+    delivery_mode: Any
+    routing_key: str | None
+    retry_policy: dict[str, Any]
+
+    @classmethod
+    def of(cls, app: Celery) -> Defaults:
+        conf = app.conf
+        return cls(
+            conf.task_serializer,
+            conf.task_compression,
+            conf.task_default_delivery_mode,
+            conf.task_default_routing_key,
+            dict(conf.task_publish_retry_policy),
+        )
+
+
+@dataclass(eq=False, slots=True)
 class Plan:
     """What every slot of one entry shares: where its messages go and how they are encoded."""
 
@@ -79,7 +100,7 @@ class Plan:
     confirm_timeout: float | None
     properties: dict[str, Any]  # the options left: message properties (priority...)
     retry_policy: dict[str, Any]
-    reprs: dict[str, str] | None = None  # argsrepr and kwargsrepr, from the first message
+    reprs: tuple[str, str] | None = None  # argsrepr and kwargsrepr, from the first message
     encoded: tuple[str, str, Any] | None = None  # the body serialised, from the first message
     stencil: Any = None  # the transport's copy of a message to make the next ones from
 
@@ -97,10 +118,9 @@ def plannable(entry: Entry) -> bool:
     return not entry.lazy and KNOWN_OPTIONS.issuperset(entry.options)
 
 
-def make_plan(app: Celery, entry: Entry) -> Plan | None:
+def make_plan(app: Celery, entry: Entry, defaults: Defaults) -> Plan | None:
     """The entry's plan, or None if only ``apply_async`` can send it; raises what
     ``apply_async`` would raise for an entry that can never be sent."""
-    conf = app.conf
     args, kwargs = slot_arguments(entry)
     options = {key: value for key, value in entry.options.items() if key != "headers"}
     task: Any = app.tasks.get(entry.task)
@@ -122,10 +142,10 @@ def make_plan(app: Celery, entry: Entry) -> Plan | None:
     ignore_result = options.pop("ignore_result", None)
     router: Any = app.amqp.router
     routed = router.route(options, entry.task, args, kwargs, task)
-    destination = destination_of(app, routed)
-    serializer = routed.pop("serializer", None) or conf.task_serializer
-    compression = routed.pop("compression", None) or conf.task_compression
-    retry_policy = routed.get("retry_policy") or {}
+    destination = destination_of(app, routed, defaults)
+    serializer = routed.pop("serializer", None) or defaults.serializer
+    compression = routed.pop("compression", None) or defaults.compression
+    retry_policy = routed.get("retry_policy")
     sending = {key: routed.pop(key, None) for key in _SENDING}
     return Plan(
         entry=identity(entry),
@@ -142,15 +162,17 @@ def make_plan(app: Celery, entry: Entry) -> Plan | None:
         timeout=sending["timeout"],
         confirm_timeout=sending["confirm_timeout"],
         properties=routed,
-        retry_policy={**conf.task_publish_retry_policy, **retry_policy},
+        # The app's own policy, shared by every plan that does not change it.
+        retry_policy={**defaults.retry_policy, **retry_policy}
+        if retry_policy
+        else defaults.retry_policy,
     )
 
 
-def destination_of(app: Celery, routed: dict[str, Any]) -> Destination:
+def destination_of(app: Celery, routed: dict[str, Any], defaults: Defaults) -> Destination:
     """Take the routing options out of ``routed`` and resolve them to an exchange, a routing
     key, the queue to declare and the delivery mode, with the app's defaults."""
     amqp = app.amqp
-    conf = app.conf
     queue = routed.pop("queue", None)
     exchange = routed.pop("exchange", None)
     routing_key = routed.pop("routing_key", None)
@@ -166,7 +188,7 @@ def destination_of(app: Celery, routed: dict[str, Any]) -> Destination:
     queue_exchange: Any = getattr(queue, "exchange", None)
     if delivery_mode is None:
         delivery_mode = getattr(queue_exchange, "delivery_mode", None)
-        delivery_mode = delivery_mode or conf.task_default_delivery_mode
+        delivery_mode = delivery_mode or defaults.delivery_mode
     if exchange_type is None:
         exchange_type = getattr(queue_exchange, "type", "direct")
     if exchange_type == "direct" and (not exchange or not routing_key):
@@ -174,6 +196,6 @@ def destination_of(app: Celery, routed: dict[str, Any]) -> Destination:
         exchange, routing_key = "", queue_name
     elif exchange is None:
         exchange = queue_exchange.name or amqp.default_exchange
-        routing_key = routing_key or queue.routing_key or conf.task_default_routing_key
+        routing_key = routing_key or queue.routing_key or defaults.routing_key
     declare = [queue] if queue is not None and not isinstance(queue, Broadcast) else []
     return Destination(exchange, routing_key, declare, delivery_mode)

@@ -21,6 +21,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from celery import signals
 from kombu.compression import compress
 from kombu.entity import Exchange, maybe_delivery_mode
 from kombu.serialization import dumps
@@ -55,7 +56,7 @@ class _Collector:
         self.commands.append((name, args))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Stencil:
     """A slot's Redis commands, from which another slot's are made by replacing three strings."""
 
@@ -63,18 +64,19 @@ class Stencil:
     task_id: str
     slot: str  # the JSON text of the hashbeat_slot header
     tag: str  # the JSON text of kombu's delivery tag
-    commands: list[Command]
-    headers: dict[str, Any]
-    body: Any
+    commands: tuple[Command, ...]
+    #: The message's headers and body, for after_task_publish; kept only while it has
+    #: receivers, since they take as much memory as the message itself.
+    signal: tuple[dict[str, Any], Any] | None
 
     @classmethod
     def make(
         cls,
         reply_to: str,
         headers: dict[str, Any],
-        body: Any,
         tag: str,
         commands: list[Command],
+        signal: tuple[dict[str, Any], Any] | None,
     ) -> Stencil | None:
         task_id = headers["id"]
         slot = json.dumps(headers["hashbeat_slot"])
@@ -85,7 +87,7 @@ class Stencil:
             return None  # the slot's text occurs in the message elsewhere: no stencil
         if any(slot in text or tag in text for text in texts if text not in messages):
             return None
-        return cls(reply_to, task_id, slot, tag, commands, headers, body)
+        return cls(reply_to, task_id, slot, tag, tuple(commands), signal)
 
     def commands_for(self, task_id: str, when: str) -> list[Command]:
         slot = json.dumps(when)
@@ -100,11 +102,14 @@ class Stencil:
             return arg
         return arg.replace(self.task_id, task_id).replace(self.slot, slot).replace(self.tag, tag)
 
-    def headers_for(self, task_id: str, when: str) -> dict[str, Any]:
-        """The headers of the message ``commands_for`` makes, for ``after_task_publish``."""
-        headers = {k: task_id if v == self.task_id else v for k, v in self.headers.items()}
+    def signal_for(self, task_id: str, when: str) -> tuple[dict[str, Any], Any]:
+        """The headers and body of the message ``commands_for`` makes, for
+        ``after_task_publish``."""
+        assert self.signal is not None, "a stencil without them is not used while they are wanted"
+        headers, body = self.signal
+        headers = {k: task_id if v == self.task_id else v for k, v in headers.items()}
         headers["hashbeat_slot"] = when
-        return headers
+        return headers, body
 
 
 class RedisPipeline:
@@ -151,17 +156,25 @@ class RedisPipeline:
         self._messages.append(collector.commands)
         if encoded is not None and plan.expires is None and plan.stencil is None:
             tag = message["properties"]["delivery_tag"]
+            signal = (headers, body) if signals.after_task_publish.receivers else None
             plan.stencil = Stencil.make(
-                properties["reply_to"], headers, body, tag, collector.commands
+                properties["reply_to"], headers, tag, collector.commands, signal
             )
 
-    def repeat(self, plan: Plan, task_id: str, when: str, reply_to: str) -> bool:
-        """Collect the message of another slot from the plan's stencil; False if there is none."""
+    def repeat(self, plan: Plan, task_id: str, when: str, reply_to: str) -> Stencil | None:
+        """Collect the message of another slot from the plan's stencil, and return it; None if
+        there is none (or none fit: made on another thread, or without what after_task_publish
+        needs now)."""
         stencil: Stencil | None = plan.stencil
-        if stencil is None or stencil.reply_to != reply_to:
-            return False
+        if stencil is None:
+            return None
+        if stencil.reply_to != reply_to or (
+            stencil.signal is None and signals.after_task_publish.receivers
+        ):
+            plan.stencil = None  # the next message made in full makes a new one
+            return None
         self._messages.append(stencil.commands_for(task_id, when))
-        return True
+        return stencil
 
     def flush(self) -> list[BaseException | None]:
         """Send the buffered messages in one pipeline; per message, None if the broker took it,
