@@ -148,13 +148,18 @@ class BulkSink:
 
     def direct(self, entry: Entry) -> bool:
         self._next = None
-        if self._off or signals.task_sent.receivers or not plannable(entry):
+        if self._off or signals.task_sent.receivers:
             return True
-        try:
-            self._next = self._plan(entry)
-        except Exception:  # apply_async raises it again, and the slot is dropped as it says
-            return True
-        return self._next is None
+        plan = self._plans.get(entry.name)
+        if plan is None or not plan.current(entry):  # a kept plan was plannable when made
+            if not plannable(entry):
+                return True
+            try:
+                plan = self._plan(entry)
+            except Exception:  # apply_async raises it again, and the slot is dropped as it says
+                return True
+        self._next = plan
+        return plan is None
 
     def stage(self, entry: Entry, slot: int) -> None:
         plan, self._next = self._next, None
@@ -265,9 +270,7 @@ class BulkSink:
                 self._declared.add(id(entity))
 
     def _plan(self, entry: Entry) -> Plan | None:
-        plan = self._plans.get(entry.name)
-        if plan is not None and plan.current(entry):
-            return plan
+        """A new plan for the entry, kept if there is room and its routes are fixed."""
         plan = make_plan(self.app, entry, self._defaults)
         room = entry.name in self._plans or len(self._plans) < PLANS
         if plan is not None and self._fixed_routes and room:

@@ -105,8 +105,14 @@ class Plan:
     stencil: Any = None  # the transport's copy of a message to make the next ones from
 
     def current(self, entry: Entry) -> bool:
-        """Whether the entry is still the one this plan was made for."""
-        return all(a is b for a, b in zip(self.entry, identity(entry), strict=True))
+        """Whether the entry is still the one this plan was made for (asked every slot)."""
+        task, args, kwargs, options = self.entry
+        return (
+            task is entry.task
+            and args is entry.args
+            and kwargs is entry.kwargs
+            and options is entry.options
+        )
 
 
 def identity(entry: Entry) -> tuple[object, ...]:
@@ -114,8 +120,11 @@ def identity(entry: Entry) -> tuple[object, ...]:
 
 
 def plannable(entry: Entry) -> bool:
-    """Whether a plan can stand for ``apply_async`` for this entry at all."""
-    return not entry.lazy and KNOWN_OPTIONS.issuperset(entry.options)
+    """Whether a plan can stand for ``apply_async`` for this entry at all: not for lazy
+    arguments, options it does not handle, or Celery's publish retry turned back on (it
+    retries one message, not a batch)."""
+    options = entry.options
+    return not entry.lazy and KNOWN_OPTIONS.issuperset(options) and not options.get("retry")
 
 
 def make_plan(app: Celery, entry: Entry, defaults: Defaults) -> Plan | None:

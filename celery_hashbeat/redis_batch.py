@@ -90,15 +90,16 @@ class Stencil:
         return cls(reply_to, task_id, slot, tag, tuple(commands), signal)
 
     def commands_for(self, task_id: str, when: str) -> list[Command]:
-        slot = json.dumps(when)
-        tag = json.dumps(str(uuid.uuid4()))
+        # The three are plain ASCII (a uuid5, an ISO 8601 instant, a uuid4): quoted, they are
+        # their JSON text, as json.dumps would write it.
+        slot, tag = f'"{when}"', f'"{uuid.uuid4()}"'
         return [
             (name, tuple(self._fill(arg, task_id, slot, tag) for arg in args))
             for name, args in self.commands
         ]
 
     def _fill(self, arg: Any, task_id: str, slot: str, tag: str) -> Any:
-        if not isinstance(arg, str):
+        if arg.__class__ is not str:
             return arg
         return arg.replace(self.task_id, task_id).replace(self.slot, slot).replace(self.tag, tag)
 
