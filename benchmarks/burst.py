@@ -121,7 +121,7 @@ def make_app(broker_url: str, store_url: str, queue: str, n: int, **conf: Any) -
         },
         **conf,
     )
-    app.task(name=TASK)(tick)
+    app.task(name=TASK, shared=False)(tick)
     return app
 
 

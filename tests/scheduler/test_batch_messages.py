@@ -60,6 +60,14 @@ def beat_schedule(q: str) -> dict[str, dict[str, Any]]:
     }
 
 
+def anything(*args: Any, **kwargs: Any) -> None:
+    """A task that takes any arguments (never run: no worker)."""
+
+
+def nothing() -> None:
+    """A task that takes none."""
+
+
 @pytest.fixture
 def shop(app: Celery, key_prefix: str) -> Celery:
     q = f"{key_prefix}-q"
@@ -76,11 +84,11 @@ def shop(app: Celery, key_prefix: str) -> Celery:
         accept_content=["json", "pickle"],
         beat_schedule=beat_schedule(q),
     )
-    app.task(name="shop.plain")(lambda *args, **kwargs: None)
-    app.task(name="shop.routed")(lambda: None)
-    app.task(name="shop.limited", time_limit=30, soft_time_limit=20, ignore_result=True)(
-        lambda: None
-    )
+    # Not shared: registered on this app only, not on every app made after it.
+    app.task(name="shop.plain", shared=False)(anything)
+    app.task(name="shop.routed", shared=False)(nothing)
+    limits = {"time_limit": 30, "soft_time_limit": 20, "ignore_result": True}
+    app.task(name="shop.limited", shared=False, **limits)(nothing)
     # Celery's now, as both paths read it for expires and countdown: the same instant for both.
     moment = datetime(2030, 1, 1, 0, 1, tzinfo=timezone.utc)
     app.now = lambda: moment  # type: ignore[method-assign]
