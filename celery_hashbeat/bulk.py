@@ -25,9 +25,10 @@ from celery.app.routes import MapRoute
 from celery.utils.nodenames import anon_nodename
 from kombu.serialization import dumps
 
+from celery_hashbeat.amqp_batch import AmqpWrites, coalescable
 from celery_hashbeat.messages import slot_headers
 from celery_hashbeat.plans import Defaults, Plan, make_plan, plannable
-from celery_hashbeat.redis_batch import RedisPipeline, Stencil
+from celery_hashbeat.redis_batch import RedisPipeline
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -88,7 +89,7 @@ class ProducerOutput:
             **properties,
         )
 
-    def repeat(self, plan: Plan, task_id: str, when: str, reply_to: str) -> Stencil | None:
+    def repeat(self, plan: Plan, task_id: str, when: str, reply_to: str) -> None:
         return None
 
     def flush(self) -> list[BaseException | None]:
@@ -98,13 +99,15 @@ class ProducerOutput:
         pass
 
 
-def output_for(producer: Any) -> RedisPipeline | ProducerOutput:
+def output_for(producer: Any) -> RedisPipeline | AmqpWrites | ProducerOutput:
     """A pipeline where kombu's Redis channel can hand over its commands without retrying them
-    (redis-py retries could run a pipeline twice), else one publish per message."""
+    (redis-py retries could run a pipeline twice); one write per chunk on py-amqp without
+    confirms; else one publish per message."""
     channel = producer.channel
     if hasattr(channel, "create_publish_batch") and producer.supports_batch_publish:
         return RedisPipeline(producer)
-    return ProducerOutput(producer)
+    single = ProducerOutput(producer)
+    return AmqpWrites(producer, single) if coalescable(producer) else single
 
 
 class BulkSink:
@@ -138,7 +141,7 @@ class BulkSink:
         self._fixed_routes = all(isinstance(r, MapRoute) for r in router.routes or ())
 
     @cached_property
-    def _output(self) -> RedisPipeline | ProducerOutput:
+    def _output(self) -> RedisPipeline | AmqpWrites | ProducerOutput:
         # Asked first after the batch connected, on its thread: it opens the channel.
         return output_for(self.producer)
 

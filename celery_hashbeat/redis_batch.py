@@ -106,11 +106,20 @@ class Stencil:
     def signal_for(self, task_id: str, when: str) -> tuple[dict[str, Any], Any]:
         """The headers and body of the message ``commands_for`` makes, for
         ``after_task_publish``."""
-        assert self.signal is not None, "a stencil without them is not used while they are wanted"
-        headers, body = self.signal
-        headers = {k: task_id if v == self.task_id else v for k, v in headers.items()}
-        headers["hashbeat_slot"] = when
-        return headers, body
+        return signal_for(self.signal, self.task_id, task_id, when)
+
+
+Signal = tuple[dict[str, Any], Any]
+
+
+def signal_for(signal: Signal | None, was: str, task_id: str, when: str) -> Signal:
+    """A stencil's headers and body for ``after_task_publish``, as another slot's message has
+    them: its task id where the stencil's was, and its ``hashbeat_slot``."""
+    assert signal is not None, "a stencil without them is not used while they are wanted"
+    headers, body = signal
+    headers = {k: task_id if v == was else v for k, v in headers.items()}
+    headers["hashbeat_slot"] = when
+    return headers, body
 
 
 class RedisPipeline:
