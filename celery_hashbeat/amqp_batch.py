@@ -27,7 +27,7 @@ from celery_hashbeat.redis_batch import Signal, signal_for
 
 if TYPE_CHECKING:
     from celery_hashbeat.bulk import ProducerOutput
-    from celery_hashbeat.plans import Plan
+    from celery_hashbeat.plans import Built, Plan
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,21 +87,15 @@ class AmqpWrites:
         self._frames: list[bytes] = []
         self._messages = 0
 
-    def publish(
-        self,
-        plan: Plan,
-        body: Any,
-        encoded: tuple[str, str, Any] | None,
-        headers: dict[str, Any],
-        properties: dict[str, Any],
-    ) -> None:
+    def publish(self, message: Built) -> None:
+        plan, body, encoded, headers, properties = message
         transport, frames = self.transport, self._frames
         mark = len(frames)
         write = transport._write
         # py-amqp hands over a view of a buffer it reuses: keep a copy.
         transport._write = lambda data: frames.append(bytes(data))
         try:
-            self._output.publish(plan, body, encoded, headers, properties)
+            self._output.publish(message)
         except BaseException:
             del frames[mark:]  # no part of a message that failed half-way goes out
             raise
@@ -110,9 +104,9 @@ class AmqpWrites:
         self._messages += 1
         if encoded is not None and plan.expires is None and plan.stencil is None:
             signal = (headers, body) if signals.after_task_publish.receivers else None
-            message = b"".join(frames[mark:])
+            sent = b"".join(frames[mark:])
             plan.stencil = FrameStencil.make(
-                properties["reply_to"], self._channel(), headers, message, signal
+                properties["reply_to"], self._channel(), headers, sent, signal
             )
 
     def repeat(self, plan: Plan, task_id: str, when: str, reply_to: str) -> FrameStencil | None:

@@ -27,7 +27,7 @@ from kombu.serialization import dumps
 
 from celery_hashbeat.amqp_batch import AmqpWrites, coalescable
 from celery_hashbeat.messages import slot_headers
-from celery_hashbeat.plans import Defaults, Plan, make_plan, plannable
+from celery_hashbeat.plans import Built, Defaults, Plan, make_plan, plannable
 from celery_hashbeat.redis_batch import RedisPipeline
 
 if TYPE_CHECKING:
@@ -64,14 +64,8 @@ class ProducerOutput:
     def __init__(self, producer: Any) -> None:
         self.producer = producer
 
-    def publish(
-        self,
-        plan: Plan,
-        body: Any,
-        encoded: tuple[str, str, Any] | None,
-        headers: dict[str, Any],
-        properties: dict[str, Any],
-    ) -> None:
+    def publish(self, message: Built) -> None:
+        plan, body, encoded, headers, properties = message
         to = plan.destination
         self.producer.publish(
             body if encoded is None else encoded[2],
@@ -219,7 +213,7 @@ class BulkSink:
             encoded = plan.encoded = dumps(body, plan.serializer)
         else:
             encoded = plan.encoded  # the body is the same every slot: encoded once
-        self._output.publish(plan, body, encoded, headers, properties)
+        self._output.publish(Built(plan, body, encoded, headers, properties))
         self._unsent.append((plan, task_id, when, headers, body))
 
     def flush(self) -> list[BaseException | None]:

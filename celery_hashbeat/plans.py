@@ -115,6 +115,16 @@ class Plan:
         )
 
 
+class Built(NamedTuple):
+    """One slot's message as ``create_task_message`` built it, for an output to publish."""
+
+    plan: Plan
+    body: Any
+    encoded: tuple[str, str, Any] | None  # the body serialised, if it is the plan's every time
+    headers: dict[str, Any]
+    properties: dict[str, Any]
+
+
 def identity(entry: Entry) -> tuple[object, ...]:
     return (entry.task, entry.args, entry.kwargs, entry.options)
 

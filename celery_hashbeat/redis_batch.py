@@ -26,7 +26,7 @@ from kombu.compression import compress
 from kombu.entity import Exchange, maybe_delivery_mode
 from kombu.serialization import dumps
 
-from celery_hashbeat.plans import Plan
+from celery_hashbeat.plans import Built, Plan
 from celery_hashbeat.publishing import MayHaveGone
 
 #: The commands kombu hands over, and which of them deliver a message (the others only tend
@@ -131,16 +131,10 @@ class RedisPipeline:
         self.producer = producer
         self._messages: list[list[Command]] = []
 
-    def publish(
-        self,
-        plan: Plan,
-        body: Any,
-        encoded: tuple[str, str, Any] | None,
-        headers: dict[str, Any],
-        properties: dict[str, Any],
-    ) -> None:
+    def publish(self, message: Built) -> None:
         """Encode the message as ``Producer.publish`` would and collect kombu's commands for it;
         keep them as the plan's stencil if the plan allows one."""
+        plan, body, encoded, headers, properties = message
         producer = self.producer
         channel = producer.channel
         to = plan.destination
@@ -157,15 +151,15 @@ class RedisPipeline:
         content_type, content_encoding, data = encoded or dumps(body, serializer=plan.serializer)
         if plan.compression:
             data, headers["compression"] = compress(data, plan.compression)
-        message = channel.prepare_message(
+        kombu_message = channel.prepare_message(
             data, priority, content_type, content_encoding, headers, properties
         )
         collector = _Collector()
         name = exchange.name if isinstance(exchange, Exchange) else exchange
-        channel.basic_publish(message, name, to.routing_key, _publish_batch=collector)
+        channel.basic_publish(kombu_message, name, to.routing_key, _publish_batch=collector)
         self._messages.append(collector.commands)
         if encoded is not None and plan.expires is None and plan.stencil is None:
-            tag = message["properties"]["delivery_tag"]
+            tag = kombu_message["properties"]["delivery_tag"]
             signal = (headers, body) if signals.after_task_publish.receivers else None
             plan.stencil = Stencil.make(
                 properties["reply_to"], headers, tag, collector.commands, signal

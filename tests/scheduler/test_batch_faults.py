@@ -23,11 +23,13 @@ NAMES = [f"e{i}" for i in range(6)]
 
 
 @pytest.fixture
-def make_app(redis_url: str, key_prefix: str) -> Iterator[Callable[[str], Celery]]:
-    """An app whose broker is at the given URL; the store stays on the session Redis."""
+def beat_on(
+    redis_url: str, key_prefix: str, schedulers: Callable[..., Scheduler], clock: Clock
+) -> Iterator[Callable[[str], Scheduler]]:
+    """A leading beat whose broker is at the given URL; the store stays on the session Redis."""
     made: list[Celery] = []
 
-    def make(broker_url: str) -> Celery:
+    def make(broker_url: str) -> Scheduler:
         app = Celery(f"faults-{key_prefix}", set_as_current=False)
         app.conf.update(
             broker_url=broker_url,
@@ -43,18 +45,14 @@ def make_app(redis_url: str, key_prefix: str) -> Iterator[Callable[[str], Celery
             },
         )
         made.append(app)
-        return app
+        beat = schedulers(clock, target=app)
+        beat.tick()
+        assert beat._lease.leader
+        return beat
 
     yield make
     for app in made:
         app.close()
-
-
-def leader(schedulers: Callable[..., Scheduler], app: Celery, clock: Clock) -> Scheduler:
-    beat = schedulers(clock, target=app)
-    beat.tick()
-    assert beat._lease.leader
-    return beat
 
 
 def queued(server: RedisProcess) -> list[str]:
@@ -91,13 +89,11 @@ def run_with_fault_before_flush(
 
 def test_a_chunk_whose_reply_is_lost_is_unknown_and_kept(
     private_redis: RedisProcess,
-    make_app: Callable[[str], Celery],
-    schedulers: Callable[..., Scheduler],
-    clock: Clock,
+    beat_on: Callable[[str], Scheduler],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     with FaultProxy(private_redis.port) as proxy:
-        beat = leader(schedulers, make_app(proxy.url()), clock)
+        beat = beat_on(proxy.url())
         found = run_with_fault_before_flush(beat, monkeypatch, lambda: proxy.swallow(5))
     assert found == {
         "e0": Outcome.SENT,
@@ -113,12 +109,10 @@ def test_a_chunk_whose_reply_is_lost_is_unknown_and_kept(
 
 def test_a_broker_killed_mid_batch_sends_nothing_after_the_chunks_it_took(
     private_redis: RedisProcess,
-    make_app: Callable[[str], Celery],
-    schedulers: Callable[..., Scheduler],
-    clock: Clock,
+    beat_on: Callable[[str], Scheduler],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    beat = leader(schedulers, make_app(private_redis.url), clock)
+    beat = beat_on(private_redis.url)
     before_kill: list[list[str]] = []
 
     def kill() -> None:
@@ -135,12 +129,9 @@ def test_a_broker_killed_mid_batch_sends_nothing_after_the_chunks_it_took(
 
 
 def test_slots_refused_by_a_dead_broker_are_given_back_and_sent_once_it_returns(
-    private_redis: RedisProcess,
-    make_app: Callable[[str], Celery],
-    schedulers: Callable[..., Scheduler],
-    clock: Clock,
+    private_redis: RedisProcess, beat_on: Callable[[str], Scheduler], clock: Clock
 ) -> None:
-    beat = leader(schedulers, make_app(private_redis.url), clock)
+    beat = beat_on(private_redis.url)
     private_redis.kill()
     clock.advance(60)
     beat.tick()  # claims the six slots; the broker refuses: all given back
@@ -155,14 +146,13 @@ def test_slots_refused_by_a_dead_broker_are_given_back_and_sent_once_it_returns(
 
 def test_what_reached_the_broker_is_never_sent_again(
     private_redis: RedisProcess,
-    make_app: Callable[[str], Celery],
-    schedulers: Callable[..., Scheduler],
+    beat_on: Callable[[str], Scheduler],
     clock: Clock,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """After a lost reply, the next ticks send only the slots that were given back."""
     with FaultProxy(private_redis.port) as proxy:
-        beat = leader(schedulers, make_app(proxy.url()), clock)
+        beat = beat_on(proxy.url())
         sink: Any = beat.sink
         flush = sink.flush
         calls: list[int] = []
