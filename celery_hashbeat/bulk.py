@@ -2,12 +2,14 @@
 
 ``apply_async`` spends most of a publish on work that is the same for every slot of an entry
 (see ``plans``) and, on Redis, on one round trip per message. Here each slot's message is made by
-Celery's own ``create_task_message`` from the entry's plan, and published through kombu's
-``Producer`` inside ``Producer.batch``: on Redis the chunk's messages go in one pipeline, on AMQP
-each is written without waiting for the broker. What a worker receives is the message
-``apply_async`` would have sent (a test compares them from the broker); ``before_task_publish``
-fires as each message is built and ``after_task_publish`` once it reached the broker, as Celery
-fires them.
+Celery's own ``create_task_message`` from the entry's plan and handed to an output: on Redis
+(``redis_batch``) kombu's channel encodes it and a chunk goes in one pipeline; on RabbitMQ
+(``amqp_batch``) kombu and py-amqp encode it and a chunk's frames go in one write; elsewhere it is
+published at once. A later slot of an entry is the first one's encoded message with its own task
+id and slot (a stencil), unless a ``before_task_publish`` receiver wants to see the message first.
+What a worker receives is the message ``apply_async`` would have sent (a test compares them from
+the broker); ``before_task_publish`` fires as each message is built and ``after_task_publish``
+once it reached the broker.
 
 An entry without a plan, or an app that sends task events (``task_send_sent_event``), runs tasks
 eagerly or listens to the old ``task_sent`` signal goes through ``apply_async`` one by one.
@@ -37,8 +39,8 @@ if TYPE_CHECKING:
 
     from celery_hashbeat.entries import Entry
 
-#: Transports (kombu's ``driver_type``) the batch path publishes on: Redis buffers a chunk in one
-#: pipeline; AMQP writes each message without waiting for the broker (unless confirms are on).
+#: Transports (kombu's ``driver_type``) the batch path publishes on: Redis sends a chunk in one
+#: pipeline; AMQP writes a chunk at once and waits for nothing (unless confirms are on).
 BATCH_DRIVERS = ("redis", "amqp")
 
 #: Plans kept at most, each about 2 KB with its stencil (mostly the message itself): enough for
