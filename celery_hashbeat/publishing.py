@@ -1,8 +1,9 @@
 """Publishing one tick's claimed slots, with an exact account of what went out.
 
-The slots go out one message at a time on a helper thread while the scheduler's main thread
-waits, so that the main thread can renew the lease inside a long batch, answer a stop, and leave a
-hung broker behind. Each slot ends in exactly one state:
+The slots go out on a helper thread while the scheduler's main thread waits, so that the main
+thread can renew the lease inside a long batch, answer a stop, and leave a hung broker behind:
+one message at a time (``Batch``), or in chunks through a ``Sink`` that sends each chunk in one go
+(``Bulk``). Each slot ends in exactly one state:
 
 - ``SENT``: the broker took the message;
 - ``DROPPED``: the message can never be sent (it cannot be serialised, names an unknown queue...);
