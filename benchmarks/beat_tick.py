@@ -14,7 +14,9 @@ extrapolated by its own cost model; such cells are marked with "~". DESIGN.md §
 celery_hashbeat at N = 100,000: startup 2 s, idle tick 100 us, 50 us per due entry, 1 KiB per entry.
 
     python benchmarks/beat_tick.py [--sizes 100,1000,10000,100000] [--budget 10] [--redis-url URL]
-                                   [--metrics]
+                                   [--metrics] [--only-hashbeat] [--kinds crontab,hashcron,balanced]
+
+A million entries: ``--sizes 1000000 --only-hashbeat --kinds hashcron``.
 
 ``--metrics`` runs celery_hashbeat with its HTTP endpoints on (``hashbeat_http_port=0``, any free
 port), so every slot also updates the Prometheus metrics; the history is written either way.
@@ -237,6 +239,12 @@ def main() -> None:
     parser.add_argument(
         "--only-hashbeat", action="store_true", help="leave out the peers (Celery, RedBeat)"
     )
+    parser.add_argument(
+        "--kinds",
+        default="crontab,hashcron,balanced",
+        help="celery_hashbeat's rows to run (a million crontab objects in the configuration "
+        "alone take gigabytes, Celery's objects, not the scheduler's)",
+    )
     args = parser.parse_args()
     global HTTP_PORT  # noqa: PLW0603 - one switch for every app the run makes
     HTTP_PORT = 0 if args.metrics else None
@@ -279,6 +287,10 @@ def run(args: argparse.Namespace) -> None:
     ]
     if args.only_hashbeat:
         peers = [peer for peer in peers if peer[0].startswith("celery_hashbeat")]
+    kinds = {f"celery_hashbeat ({kind})" for kind in args.kinds.split(",")}
+    peers = [
+        peer for peer in peers if not peer[0].startswith("celery_hashbeat") or peer[0] in kinds
+    ]
     header = (
         f"{'scheduler':<28}{'N':>8}{'startup s':>12}{'idle tick us':>14}"
         f"{'per due us':>12}{'drain 1 min s':>15}{'mem B/entry':>13}"

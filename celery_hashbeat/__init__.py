@@ -7,7 +7,15 @@ from . import (
     outcomes,  # noqa: F401 - connects the worker's side of the history
     running,  # noqa: F401 - connects the worker's side of the run lease
 )
+from .admin import AdminError, ScheduleAdmin, UnknownEntryError
 from .scheduler import Scheduler
 from .schedules import hashcron, hashinterval
 
-__all__ += ["Scheduler", "hashcron", "hashinterval"]
+__all__ += [
+    "AdminError",
+    "ScheduleAdmin",
+    "Scheduler",
+    "UnknownEntryError",
+    "hashcron",
+    "hashinterval",
+]

@@ -44,18 +44,52 @@ class Catalog:
         self.balancer = Balancer(settings.balance, str(app.timezone), self.fanout.parent_of)
         self._now = now
         self._added = added
+        #: The configuration's entries (beat_schedule and Celery's own), by name.
+        self.configured: dict[str, Any] = {}
+        #: The entries kept in the store (DESIGN.md §13), by name; a name the configuration
+        #: also has is the configuration's.
+        self.stored: dict[str, Any] = {}
 
     def merge(self, schedule: Mapping[str, Any]) -> None:
-        """Take ``schedule`` as the whole configuration: entries not in it leave."""
-        self.fanout.drop([name for name in self.fanout.subs if name not in schedule])
-        plain = self._expand(schedule)
+        """Take ``schedule`` as the whole configuration: entries not in it (nor in the store)
+        leave."""
+        self.configured = dict(schedule)
+        for name in self.stored.keys() & self.configured.keys():
+            logger.error(
+                "beat: the store entry %r has the name of a beat_schedule entry, which wins; "
+                "remove the store entry (`hashbeat remove %s`) or rename one of them",
+                name,
+                name,
+            )
+        everything = {**self.stored, **self.configured}
+        self.fanout.drop([name for name in self.fanout.subs if name not in everything])
+        plain = self._expand(everything)
         self.deactivate([name for name in self.entries if name not in plain])
-        self.broken.intersection_update({*plain, *schedule})
+        self.broken.intersection_update({*plain, *everything})
         self._build(plain)
 
     def update(self, definitions: Mapping[str, Any]) -> None:
-        """Add or replace entries."""
+        """Add or replace entries of the configuration."""
+        self.configured.update(definitions)
         self._build(self._expand(definitions))
+
+    def restock(self, changed: Mapping[str, Any | None], full: bool) -> list[str]:
+        """Take the store entries changed (None: removed, or unreadable); ``full`` means every
+        store entry is in ``changed``. Returns the entries taken out."""
+        if full:
+            changed = {**dict.fromkeys(self.stored), **changed}
+        for name, definition in changed.items():
+            if definition is None:
+                self.stored.pop(name, None)
+            else:
+                self.stored[name] = definition
+        mine = {name: d for name, d in changed.items() if name not in self.configured}
+        gone = [name for name, definition in mine.items() if definition is None]
+        doomed = [n for g in gone for n in (g, *self.fanout.subs.get(g, ())) if n in self.entries]
+        self.fanout.drop(gone)
+        self.deactivate(doomed)
+        self._build(self._expand({n: d for n, d in mine.items() if d is not None}))
+        return doomed
 
     def regroup(self, nodes: tuple[str, ...]) -> set[str]:
         """Fan the ``"*"`` entries out to ``nodes``; the copies of workers that left."""
@@ -109,6 +143,8 @@ class Catalog:
                 if current.same_as(entry):
                     continue
                 current.active = False
+                # A changed entry is the same entry: its runs so far still count.
+                entry.last_slot, entry.total_run_count = current.last_slot, current.total_run_count
             self.entries[name] = entry
             self._added(entry, now)
         if failed:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, cast
 from celery.beat import BeatLazyFunc, ScheduleEntry
 from celery.schedules import BaseSchedule, crontab, schedule, solar
 
+from celery_hashbeat.bounds import BoundedSlots, bound_ms, check_bounds
 from celery_hashbeat.schedules import HashSchedule, hashcron, hashinterval
 from celery_hashbeat.settings import catch_up_mode, catch_up_window, overlap_mode
 from celery_hashbeat.slots import (
@@ -58,8 +59,14 @@ KNOWN_KEYS = frozenset(
         "catch_up_window",
         "overlap",
         "workers",
+        "start",
+        "end",
+        "max_runs",
     }
 )
+
+#: The keys that bound an entry's slots (DESIGN.md §13).
+BOUNDS = frozenset({"start", "end", "max_runs"})
 
 _order = itertools.count()
 
@@ -85,6 +92,7 @@ class Entry(ScheduleEntry):
         "kwargs",
         "last_slot",
         "lazy",
+        "max_runs",
         "name",
         "options",
         "order",
@@ -155,6 +163,8 @@ class Entry(ScheduleEntry):
         #: slots start (its anchor in the store, or when this beat built it).
         self.last_slot: int | None = created
         self.total_run_count = 0
+        #: Sends after which the entry is done (DESIGN.md §13), counted in the store.
+        self.max_runs: int | None = None
 
     @property
     def last_run_at(self) -> datetime | None:
@@ -251,9 +261,17 @@ class Entry(ScheduleEntry):
             and self.window == other.window
             and self.overlap == other.overlap
             and self.run_ttl_ms == other.run_ttl_ms
+            and self.max_runs == other.max_runs
+            and self.bounds == other.bounds
             and type(self._schedule) is type(other._schedule)
             and self._schedule == other._schedule
         )
+
+    @property
+    def bounds(self) -> tuple[int | None, int | None]:
+        """The entry's ``start`` and ``end`` (epoch ms), or None each."""
+        source = self.source
+        return (source.start, source.end) if isinstance(source, BoundedSlots) else (None, None)
 
     def start(self, fence: int | None, now: int) -> None:
         """Pick the entry up as a new leader: catch up from the last slot enqueued, or, for one
@@ -411,8 +429,12 @@ class SharedSlots:
     def source(self, name: str, given: Any, relative: bool) -> Slots:
         """The slots of ``given`` (any schedule Celery accepts, or ours) for entry ``name``."""
         if isinstance(given, hashcron):
-            expr = given.compile(name, self.zone)
-            return self._share(("cron", expr), lambda: CronSlots(expr))
+            resolved = given.identity(name, self.zone)
+            if resolved is None:
+                given.compile(name, self.zone)  # raises what is wrong
+            return self._share(
+                ("cron", resolved), lambda: CronSlots(given.compile(name, self.zone))
+            )
         if isinstance(given, hashinterval):
             return given.slots(name)
         if isinstance(given, int | float) and not isinstance(given, bool):
@@ -554,12 +576,19 @@ def build_entry(
             else default_window(given, settings)
         )
         source = shared.source(name, given, relative)
+        max_runs = None
+        if not BOUNDS.isdisjoint(definition):
+            start = bound_ms(definition.get("start"), "start")
+            end = bound_ms(definition.get("end"), "end")
+            max_runs = check_bounds(start, end, definition.get("max_runs"))
+            if start is not None or end is not None:
+                source = BoundedSlots(source, start, end)
         first_slot(source, now)
     except EntryError:
         raise
     except Exception as exc:
         raise EntryError(f"entry {name!r}: {exc}") from exc
-    return Entry(
+    entry = Entry(
         name,
         task,
         shared.schedule_object(given, relative),
@@ -576,6 +605,8 @@ def build_entry(
         shared,
         now,
     )
+    entry.max_runs = max_runs
+    return entry
 
 
 def _is_mapping(value: object) -> bool:

@@ -13,7 +13,7 @@ import json
 import time
 from collections.abc import Callable
 
-from celery_hashbeat.history import MISSED, SKIPPED, Outbox, Record, sent_text
+from celery_hashbeat.history import MISSED, SKIPPED, TRIGGER, Outbox, Record, sent_text
 from celery_hashbeat.metrics import Metrics
 
 #: /livez fails once the tick loop has not turned for this long, at least (seconds).
@@ -103,6 +103,13 @@ class Watch:
         )
         if self.metrics is not None:
             self.metrics.count_sent(entry, lateness / 1000)
+
+    def triggered(self, entry: str, task_id: str, asked_ms: int, published_ms: int) -> None:
+        """A run asked for by an operator went out (its lateness counts from the asking)."""
+        lateness = published_ms - asked_ms
+        self.outbox.add(
+            entry, Record(TRIGGER, None, published_ms, self.token, task_id, lateness_ms=lateness)
+        )
 
     def skipped(self, entry: str, slot: int, reason: str, now_ms: int, holder: str = "") -> None:
         """``slot`` was not sent; ``holder`` is the task whose run it would have overlapped."""

@@ -14,12 +14,14 @@ import time
 from functools import cached_property
 from heapq import heapify, heappop, heappush
 from typing import TYPE_CHECKING, Any, cast
+from uuid import uuid5
 
 from celery import beat
 from celery.exceptions import ImproperlyConfigured
 from celery.utils.log import get_logger
 
 from celery_hashbeat.background import Abandoned, Guarded, Runner
+from celery_hashbeat.bounds import EntryFinished
 from celery_hashbeat.bulk import BulkSink, unsupported
 from celery_hashbeat.catalog import Catalog
 from celery_hashbeat.compat import (
@@ -30,11 +32,13 @@ from celery_hashbeat.compat import (
     serve_runs,
     warn_differences,
 )
+from celery_hashbeat.control import Changed, Controls
+from celery_hashbeat.definitions import DefinitionError, Trigger, decode_trigger, encode_trigger
 from celery_hashbeat.entries import Entry, EntryError
 from celery_hashbeat.fanout import WorkerCensus
 from celery_hashbeat.http import HealthServer, PortInUse
 from celery_hashbeat.lease import Lease, new_token
-from celery_hashbeat.messages import send_slot, slot_iso, slot_task_id
+from celery_hashbeat.messages import NAMESPACE, send_slot, slot_iso, slot_task_id
 from celery_hashbeat.metrics import Metrics
 from celery_hashbeat.observe import Watch
 from celery_hashbeat.overlap import (
@@ -125,6 +129,10 @@ class Scheduler(beat.Scheduler):
         self._balance_shared = -1
         self._census = WorkerCensus(app, self.settings.workers_refresh)
         self._overlaps = Overlaps(self._skipped)
+        #: What operators changed in the store (DESIGN.md §13).
+        self._controls = Controls()
+        #: Paused entries taken off the queue at their slot, until they are resumed.
+        self._parked: dict[str, Entry] = {}
         #: Entry -> (task id, publish time in ms) of the slot now being published.
         self._published: dict[str, tuple[str, int]] = {}
         #: A publish waiting longer than this for the broker is left behind (seconds).
@@ -247,6 +255,9 @@ class Scheduler(beat.Scheduler):
             return 0.0
         if self._shared.changed:
             apply_changes(self, self._shared.changed)
+        # While the store does not answer, only the lease's backed-off calls try it.
+        if self._store is not None and lease.answering and time.monotonic() >= self._controls.due:
+            self._poll_controls(self._store)
         if time.monotonic() >= lease.due:
             self._maintain()
         queue = self._queue
@@ -256,7 +267,8 @@ class Scheduler(beat.Scheduler):
             self._share_balance()
         if lease.leader and queue and queue[0][0] <= self.now_ms():
             self._dispatch(self.now_ms())
-        wait = lease.due - time.monotonic()
+        wake = min(lease.due, self._controls.due) if lease.answering else lease.due
+        wait = wake - time.monotonic()
         if lease.leader and queue:
             wait = min(wait, (queue[0][0] - self.now_ms()) / 1000)
         return max(0.0, min(wait, self.max_wait))
@@ -287,6 +299,8 @@ class Scheduler(beat.Scheduler):
         now = self.now_ms()
         self._balance_shared = -1  # a new leader's assignment wins (DESIGN.md §16)
         try:
+            if not self._controls.known:
+                self._apply(self._controls.poll(store), now)
             if self._fanout.every_worker:
                 roster = store.roster()
                 if roster is not None and roster.nodes != self._fanout.nodes:
@@ -312,7 +326,9 @@ class Scheduler(beat.Scheduler):
         queue = [self._item(entry, now) for entry in self.entries.values()]
         heapify(queue)
         self._queue = queue
+        self._parked.clear()
         self._owed.clear()
+        self._controls.due = 0.0  # the next tick sends the triggers that waited for a leader
         logger.debug("beat: leading %d entries (%d forgotten)", len(queue), len(gone))
 
     def _share_balance(self) -> None:
@@ -363,14 +379,25 @@ class Scheduler(beat.Scheduler):
         ):
             entry.slot, entry.pending = fence.slot, None
             return
-        entry.start(None if fence is None else fence.slot, now)
+        entry.start(self._from(entry, None if fence is None else fence.slot), now)
+
+    def _from(self, entry: Entry, fence: int | None) -> int | None:
+        """Where ``entry``'s slots count from: its fence, unless it was added, updated or
+        resumed later (its floor), so that nothing from before then is ever caught up."""
+        floors = self._controls.floors
+        floor = floors.get(entry.name) if floors else None
+        if floor is None and floors:
+            floor = floors.get(self._fanout.parent_of(entry.name) or "")
+        return fence if floor is None or (fence is not None and fence >= floor) else floor
 
     def _anchor(self, entry: Entry, now: int) -> None:
         """Plan an entry added or changed while leading, from its anchor in the store."""
         store = self._store
         assert store is not None
+        instant = self._from(entry, None) or now
         try:
-            fence = store.anchor(self.token, {entry.name: (now, entry.fingerprint)}).get(entry.name)
+            anchored = store.anchor(self.token, {entry.name: (instant, entry.fingerprint)})
+            fence = anchored.get(entry.name)
         except Exception as exc:
             self._lease.failed(exc, time.monotonic())
             return
@@ -385,7 +412,7 @@ class Scheduler(beat.Scheduler):
         try:
             return step(*args)
         except (ScheduleEnded, ScheduleTooSlow) as exc:
-            self._give_up_on(entry, str(exc))
+            self._give_up_on(entry, exc)
         except Exception as exc:
             first = entry.name not in self._unplanned
             self._unplanned.add(entry.name)
@@ -414,8 +441,9 @@ class Scheduler(beat.Scheduler):
     def _skipped(self, name: str, slot: int, holder: str) -> None:
         self.watch.skipped(name, slot, "overlap", self.now_ms(), holder)
 
-    def _give_up_on(self, entry: Entry, why: str) -> None:
-        logger.error("beat: entry %r has no more slots to send: %s", entry.name, why)
+    def _give_up_on(self, entry: Entry, why: Exception) -> None:
+        level = logging.INFO if isinstance(why, EntryFinished) else logging.ERROR
+        logger.log(level, "beat: entry %r has no more slots to send: %s", entry.name, why)
         entry.active = False
         entry.slot = entry.pending = None
 
@@ -433,6 +461,11 @@ class Scheduler(beat.Scheduler):
             entry = heappop(queue)[2]
             if not entry.active:
                 continue
+            if self._controls.paused and self._paused(entry):
+                continue
+            if entry.max_runs is not None and entry.total_run_count >= entry.max_runs:
+                self._give_up_on(entry, EntryFinished(f"it ran {entry.max_runs} times (max_runs)"))
+                continue
             if entry.slot is None:
                 self._plan(entry, now, entry.start, None, now)
             elif self._plan(entry, now, entry.ready, now):
@@ -440,6 +473,123 @@ class Scheduler(beat.Scheduler):
                 continue
             heappush(queue, self._item(entry, now))
         return batch
+
+    def _paused(self, entry: Entry) -> bool:
+        """Whether ``entry`` (or the entry it is a copy of) is paused; if so it leaves the
+        queue until it is resumed, and its slot is recorded as skipped."""
+        paused = self._controls.paused
+        name = entry.name
+        if name not in paused and self._fanout.parent_of(name) not in paused:
+            return False
+        self._parked[name] = entry
+        if entry.slot is not None:
+            self.watch.skipped(name, entry.slot, "paused", self.now_ms())
+        return True
+
+    # Runtime controls -------------------------------------------------------------------------
+
+    def _poll_controls(self, store: Store) -> None:
+        """Read what operators changed in the store (every beat, so that a standby that takes
+        over knows it) and apply it; as leader, send the triggers waiting."""
+        try:
+            changed = self._controls.poll(store)
+        except Exception as exc:
+            self._lease.failed(exc, time.monotonic())
+            return
+        self._apply(changed, self.now_ms())
+        if self._lease.leader and self._controls.triggers_waiting:
+            self._send_triggers(store)
+
+    def _apply(self, changed: Changed, now: int) -> None:
+        self.broken.update(changed.unreadable)
+        if changed.definitions:
+            gone = self._catalog.restock(changed.definitions, changed.full)
+            gone = [name for name in gone if name not in self.broken]
+            if gone and self._lease.leader and self._store is not None:
+                # A name added again later is a new entry: nothing of the old one is caught up.
+                try:
+                    self._store.forget(self.token, gone)
+                except Exception as exc:
+                    self._lease.failed(exc, time.monotonic())
+        for name, floor in changed.resumed.items():
+            parked = [
+                e for n, e in self._parked.items() if (self._fanout.parent_of(n) or n) == name
+            ]
+            for entry in parked:
+                del self._parked[entry.name]
+                if entry.active:
+                    start = entry.last_slot if floor is None else self._from(entry, entry.last_slot)
+                    self._plan(entry, now, entry.start, start, now)
+                    heappush(self._queue, self._item(entry, now))
+
+    def _send_triggers(self, store: Store) -> None:
+        """Take the waiting triggers (under the lease) and send each once; give back those
+        that surely did not go out."""
+        try:
+            taken = store.take_triggers(self.token)
+        except Exception as exc:
+            self._lease.failed(exc, time.monotonic())
+            return
+        runs: list[tuple[tuple[Entry, Trigger, str], int]] = []
+        for text in taken:
+            try:
+                trigger = decode_trigger(text)
+            except DefinitionError as exc:
+                logger.error("beat: dropping a trigger: %s", exc)
+                continue
+            copies = sorted(self._fanout.subs.get(trigger.entry, ()))
+            targets = [self.entries[n] for n in copies or [trigger.entry] if n in self.entries]
+            if not targets:
+                logger.error(
+                    "beat: dropping the trigger %s of entry %r: no such entry runs here",
+                    trigger.id,
+                    trigger.entry,
+                )
+            for entry in targets:
+                task_id = (
+                    trigger.id
+                    if not copies
+                    else str(uuid5(NAMESPACE, f"{trigger.id}|{entry.name}"))
+                )
+                runs.append(((entry, trigger, task_id), trigger.at))
+        if not runs:
+            return
+        batch = Batch(runs, self._send_trigger, self.transient_errors, self._connect)
+        try:
+            self._broker_io.call(
+                batch.run,
+                give_up=lambda: (
+                    self._stop.overdue() or batch.in_flight_for() > self.publish_timeout
+                ),
+            )
+        except Abandoned:
+            self.__dict__.pop("producer", None)
+            self.__dict__.pop("connection", None)
+        back: dict[str, str] = {}
+        for (entry, trigger, task_id), _, outcome, error in batch.settle():
+            if outcome is Outcome.SENT:
+                logger.info("beat: %s triggered: sent as task %s", entry.name, task_id)
+                self.watch.triggered(entry.name, task_id, trigger.at, self.now_ms())
+            elif outcome in (Outcome.FAILED, Outcome.UNSENT):
+                back[trigger.id] = encode_trigger(trigger)
+            else:
+                logger.error(
+                    "beat: the trigger %s of %s %s (%s); it is not sent again",
+                    task_id,
+                    entry.name,
+                    "cannot be sent" if outcome is Outcome.DROPPED else "may not have gone out",
+                    error,
+                )
+        if back:
+            try:
+                store.give_back_triggers(self.token, list(back.values()))
+            except Exception as exc:
+                self._lease.failed(exc, time.monotonic())
+
+    def _send_trigger(self, run: tuple[Entry, Trigger, str], asked: int) -> None:
+        entry, _, task_id = run
+        BEAT_LOGGER.info("Scheduler: Sending triggered task %s (%s)", entry.name, entry.task)
+        send_slot(self.app, self.producer, entry, task_id, slot_iso(asked), trigger=True)
 
     def _dispatch(self, now: int) -> None:
         """Claim every due slot (up to BATCH) in one store call; publish only what was claimed;

@@ -17,11 +17,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from celery.schedules import BaseSchedule, schedstate
 
 from celery_hashbeat.expr import parse
+from celery_hashbeat.expr.resolve import resolver_for
 from celery_hashbeat.expr.seeding import Key, draw
 from celery_hashbeat.slots import MILLISECOND, CronSlots, IntervalSlots, Slots, to_ms
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Hashable
     from datetime import datetime
 
     from celery import Celery
@@ -141,6 +142,18 @@ class hashcron(HashSchedule):  # noqa: N801 - named like Celery's crontab
 
     def slots(self, default_key: Key | None = None) -> CronSlots:
         return CronSlots(self.compile(default_key))
+
+    def identity(self, default_key: Key, default_zone: Any) -> tuple[Hashable, str] | None:
+        """What decides this schedule's slots for ``default_key``: its resolved expression and
+        its zone's name, found without building a CronExpr (schedules that agree share one
+        slot source: at a million entries, start-up is the budget). None when ``compile``
+        must say what is wrong."""
+        if not isinstance(self.expr, str):
+            return None
+        key = self.key if self.key is not None else default_key
+        zone = self.zone if self.zone is not None else default_zone
+        resolved = resolver_for(self.expr).resolve(key, self.day_and, self.offsets)
+        return resolved, str(zone)
 
     def _identity(self) -> tuple[Any, ...]:
         return (self.expr, self.key, self.zone, self.day_and, self.balanced, self.offsets)

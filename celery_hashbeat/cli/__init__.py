@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from .admin import add, pause, remove, resume, trigger, update
+from .entries import entries
 from .explain import explain
 from .lint import lint
 from .output import EXIT_CODES_HELP
@@ -27,5 +29,19 @@ def main() -> None:
     pass
 
 
-for command in (explain, lint, schedule_command, show, spread, status):
+for command in (
+    add,
+    entries,
+    explain,
+    lint,
+    pause,
+    remove,
+    resume,
+    schedule_command,
+    show,
+    spread,
+    status,
+    trigger,
+    update,
+):
     main.add_command(command)

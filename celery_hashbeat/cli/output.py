@@ -16,8 +16,9 @@ class Exit(enum.IntEnum):
 
     OK = 0
     FINDINGS = 1  # lint found something, or status --check found no leader
-    USAGE = 2  # a bad option, argument or expression (click's own code for usage errors)
-    SETUP = 3  # the app, its settings or entries, or an optional dependency is not usable
+    USAGE = 2  # a bad option, argument, expression or entry definition (click's own code)
+    SETUP = 3  # the app, its settings or entries, or an optional dependency is not usable;
+    # for the commands that change an entry, no entry of that name (admin.UnknownEntryError)
     STORE = 4  # the store is unreachable or refused the credentials
 
 
@@ -25,9 +26,10 @@ EXIT_CODES_HELP = """\b
 Exit codes:
   0  success
   1  findings: lint warnings, or status --check found no leader
-  2  usage: a bad option, argument or expression
+  2  usage: a bad option, argument or expression, or an entry definition
+     refused (nothing stored changed)
   3  setup: the app, its hashbeat settings or entries, or an optional
-     dependency cannot be used
+     dependency cannot be used; or no entry of that name
   4  store: unreachable, or it refused the credentials"""
 
 

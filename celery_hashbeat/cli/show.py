@@ -1,21 +1,28 @@
-"""``hashbeat show NAME``: what happened to an entry's recent slots (DESIGN.md §14), end to end:
-sent (by which beat, how late), skipped and why, missed by a catch-up, and, from the workers,
-started, succeeded or failed (how long it ran)."""
+"""``hashbeat show NAME``: an entry (DESIGN.md §13: source, definition, pause, next slots) and
+what happened to its recent slots (DESIGN.md §14), end to end: sent (by which beat, how late),
+skipped and why, missed by a catch-up, and, from the workers, started, succeeded or failed (how
+long it ran). The words for an entry are shared with ``hashbeat entries``."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import click
 
+from ..admin import EntryView, ScheduleAdmin, UnknownEntryError
 from ..history import HISTORY_CAP, MISSED, SENT, SKIPPED, Record, decode
 from ..settings import DEFAULT_KEY_PREFIX
 from ..store import Store
 from .loading import app_option, build_entries, chosen_store, connected, find_celery_app
 from .output import Findings, echo_json, json_option, relative, stamp, stamp_iso, table
+
+if TYPE_CHECKING:
+    from celery import Celery
 
 #: The window of the counts ``hashbeat status`` shows per entry (ms).
 HOUR_MS = 3_600_000
@@ -80,6 +87,84 @@ def detail(record: Record) -> str:
     return ", ".join(parts)
 
 
+def schedule_text(data: Any) -> str:
+    """A stored schedule (definitions.py's JSON data) in a few words."""
+    if not isinstance(data, dict):
+        return str(data)
+    if "hashcron" in data:
+        words = [str(data["hashcron"])]
+        words += [f"({data['tz']})"] if data.get("tz") else []
+        words += ["day_and"] if data.get("day_and") else []
+        return " ".join(words)
+    if "hashinterval" in data:
+        return f"hashinterval {data['hashinterval']:g}s"
+    if "every" in data:
+        return f"every {data['every']:g}s"
+    if "crontab" in data:
+        fields = data["crontab"]
+        order = ("minute", "hour", "day_of_month", "month_of_year", "day_of_week")
+        return "crontab " + " ".join(str(fields.get(field, "*")) for field in order)
+    if "solar" in data:
+        fields = data["solar"]
+        return f"solar {fields.get('event')} {fields.get('lat')},{fields.get('lon')}"
+    return str(data)
+
+
+def paused_text(view: EntryView, now: int) -> str:
+    """``since ... (2m ago): why`` for a paused entry, "" for one that is not."""
+    if view.pause is None or not view.pause.paused:
+        return ""
+    since = f"since {stamp(view.pause.at)} ({relative(view.pause.at, now)})"
+    return f"{since}: {view.pause.reason}" if view.pause.reason else since
+
+
+def paused_word(view: EntryView) -> str:
+    """``yes (why)`` or ``no``, for a table column."""
+    if not view.paused or view.pause is None:
+        return "no"
+    return f"yes ({view.pause.reason})" if view.pause.reason else "yes"
+
+
+def entry_json(view: EntryView) -> dict[str, object]:
+    """What ScheduleAdmin knows of an entry, for --json: instants in ISO 8601."""
+    pause = view.pause
+    return {
+        "source": view.source,
+        "definition": view.definition,
+        "paused": None
+        if pause is None or not pause.paused
+        else {"reason": pause.reason, "since": stamp_iso(pause.at)},
+        "next_slots": [stamp_iso(slot) for slot in view.next_slots],
+    }
+
+
+def view_json(view: EntryView) -> dict[str, object]:
+    """An entry as ``hashbeat entries --json`` lists it."""
+    last = record_json(view.recent[0]) if view.recent else None
+    return {"name": view.name, **entry_json(view), "last_outcome": last}
+
+
+def describe_view(view: EntryView, now: int) -> str:
+    """An entry's source, definition, pause and next slots, one field a line."""
+    definition = dict(view.definition)
+    lines = [("entry", f"{view.name}  ({view.source})")]
+    if "unreadable" in definition:
+        lines.append(("unreadable", str(definition.pop("unreadable")).splitlines()[0]))
+    for key in ("task", "schedule", *sorted(set(definition) - {"task", "schedule"})):
+        if key in definition:
+            value = definition[key]
+            if key == "schedule":
+                text = schedule_text(value)
+            else:
+                text = value if isinstance(value, str) else json.dumps(value)
+            lines.append((key, text))
+    lines.append(("paused", paused_text(view, now) or "no"))
+    slots = [f"{stamp(slot)} ({relative(slot, now)})" for slot in view.next_slots]
+    lines += [("next slots" if i == 0 else "", slot) for i, slot in enumerate(slots or ["-"])]
+    width = max(len(key) for key, _ in lines) + 2
+    return "\n".join(f"{key:<{width}}{text}".rstrip() for key, text in lines) + "\n"
+
+
 @click.command()
 @click.argument("name")
 @app_option
@@ -101,12 +186,14 @@ def show(
     limit: int,
     as_json: bool,
 ) -> None:
-    """Show what happened to entry NAME's recent slots, newest first.
+    """Show entry NAME and what happened to its recent slots, newest first.
 
-    Each line is one outcome: sent (by which beat, how late after its slot), skipped (and why:
-    overlap means its previous run was still queued or running), missed (left out by the
-    catch-up policy after an outage or a leader change), and, from the workers, started,
-    succeeded or failed (with how long the task ran). With the app, the entry's next slot too.
+    With the app: where the entry comes from (beat_schedule, or the store), its definition,
+    whether it is paused (why, since when) and its next 10 slots. Then each line is one
+    outcome: sent (by which beat, how late after its slot), skipped (and why: overlap means its
+    previous run was still queued or running), missed (left out by the catch-up policy after an
+    outage or a leader change), trigger (a run asked for with hashbeat trigger), and, from the
+    workers, started, succeeded or failed (with how long the task ran).
 
     \b
     Examples:
@@ -116,30 +203,37 @@ def show(
     app = find_celery_app(app_name)
     store_url, prefix, options = chosen_store(app, store_url, prefix)
     now = int(time.time() * 1000)
+    view: EntryView | None = None
     with connected(store_url, prefix, options) as store:
         history = records(store, name, limit)
         next_slot = None
         if app is not None:
-            entry = next((e for e in build_entries(app, now).entries if e.name == name), None)
-            if entry is not None:
-                fence = store.fences([name]).get(name)
-                entry.start(None if fence is None or fence.anchor else fence.slot, now)
-                next_slot = entry.slot
+            try:
+                view = ScheduleAdmin(app, store).get(name)
+                next_slot = view.next_slots[0] if view.next_slots else None
+            except UnknownEntryError:  # a worker's copy, or an entry that is gone
+                next_slot = planned_slot(app, store, name, now)
     if as_json:
         echo_json(
             {
                 "entry": name,
                 "next_slot": None if next_slot is None else stamp(next_slot),
+                **({} if view is None else entry_json(view)),
                 "history": [record_json(record) for record in history],
             }
         )
         return
-    if next_slot is not None:
+    if view is not None:
+        click.echo(describe_view(view, now))
+    elif next_slot is not None:
         click.echo(f"next slot  {stamp(next_slot)} ({relative(next_slot, now)})")
     if not history:
+        if view is not None:
+            click.echo("history    none yet")
+            return
         raise Findings(
             f"entry {name!r} has no history in {store_url} (prefix {prefix!r}): check the name "
-            "(hashbeat schedule lists them) and the prefix"
+            "(hashbeat entries lists them) and the prefix"
         )
     rows = [
         [
@@ -153,3 +247,14 @@ def show(
         for record in history
     ]
     click.echo(table(["WHEN", "OUTCOME", "SLOT", "BY", "TASK ID", "DETAIL"], rows))
+
+
+def planned_slot(app: Celery, store: Store, name: str, now: int) -> int | None:
+    """The next slot of an entry the app builds (a worker's copy of a fanned-out entry too),
+    from its fence as a leader plans it; None for one it does not build."""
+    entry = next((e for e in build_entries(app, now).entries if e.name == name), None)
+    if entry is None:
+        return None
+    fence = store.fences([name]).get(name)
+    entry.start(None if fence is None or fence.anchor else fence.slot, now)
+    return entry.slot

@@ -1,15 +1,17 @@
 """``hashbeat status``: who leads, which beats are alive, what was enqueued last, the workers
-the leader found alive and the runs now queued or running (DESIGN.md §11-12); ``--check`` turns
-it into a health probe."""
+the leader found alive, the runs now queued or running (DESIGN.md §11-12) and the entries paused
+by an operator (§13); ``--check`` turns it into a health probe."""
 
 from __future__ import annotations
 
 import textwrap
 import time
+from collections.abc import Mapping
 
 import click
 from celery import Celery
 
+from ..definitions import DefinitionError, Pause, decode_pause
 from ..settings import DEFAULT_KEY_PREFIX
 from ..store import BeatInfo, LeaseInfo, Store
 from ..store.base import Roster
@@ -84,6 +86,8 @@ def status(
         slots = sorted(store.last_slots().items(), key=lambda item: (-item[1], item[0]))
         roster = store.roster()
         running = dict(sorted(store.running().items()))
+        controls = store.changes(0)
+        paused = paused_entries(controls.records)
         now = int(time.time() * 1000)
         listed = None if as_json else limit
         entries = entry_lines(store, app, now, roster, [name for name, _ in slots], listed)
@@ -107,6 +111,11 @@ def status(
                 "last_slots": dict(slots),
                 "workers": None if roster is None else roster_json(roster, now),
                 "running": running,
+                "paused": {
+                    name: {"reason": pause.reason, "since": stamp_iso(pause.at)}
+                    for name, pause in paused.items()
+                },
+                "triggers_waiting": controls.triggers,
                 "entries": {
                     name: {
                         "next_slot": None if next_slot is None else stamp_iso(next_slot),
@@ -141,10 +150,32 @@ def status(
             )
             rows = [[entry, task_id] for entry, task_id in running.items()]
             click.echo(table(["ENTRY", "TASK ID"], rows, indent="  "))
+        if paused:
+            click.echo(f"paused    {len(paused)} entr{'y' if len(paused) == 1 else 'ies'}")
+            rows = [
+                [name, pause.reason or "-", relative(pause.at, now)]
+                for name, pause in paused.items()
+            ]
+            click.echo(table(["ENTRY", "REASON", "SINCE"], rows, indent="  "))
+        if controls.triggers:
+            click.echo(f"triggers  {controls.triggers} waiting for a leader to send them")
         if entries:
             echo_entries(entries, now)
     if check and lease is None:
         raise Findings(f"no beat holds the lease in {where} (prefix {prefix!r})")
+
+
+def paused_entries(records: Mapping[str, tuple[str | None, str | None]]) -> dict[str, Pause]:
+    """The entries paused now, by name (unreadable pause records left out)."""
+    found = {}
+    for name, (_, text) in sorted(records.items()):
+        try:
+            pause = None if text is None else decode_pause(name, text)
+        except DefinitionError:
+            continue
+        if pause is not None and pause.paused:
+            found[name] = pause
+    return found
 
 
 def entry_lines(

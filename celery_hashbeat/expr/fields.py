@@ -30,7 +30,7 @@ class Field(enum.Enum):
     @property
     def seed_name(self) -> str:
         """The name hashed into seeds (DESIGN.md §3): "day_of_month"."""
-        return self.name.lower()
+        return _SEED_NAMES[self]
 
     @property
     def low(self) -> int:
@@ -129,3 +129,7 @@ def day_bits(days: frozenset[int]) -> int:
     for day in days:
         mask |= 1 << day
     return mask
+
+
+#: Each field's seed name, made once: a draw asks for it per key.
+_SEED_NAMES = {field: field.name.lower() for field in Field}

@@ -42,7 +42,16 @@ def resolver_for(expression: str) -> Resolver:
 class Resolver:
     """Resolves one template for any key."""
 
-    __slots__ = ("_day_fields", "_fixed_time", "_interned", "_needs_key", "_six", "template")
+    __slots__ = (
+        "_day_fields",
+        "_fixed_time",
+        "_hashed",
+        "_interned",
+        "_needs_key",
+        "_plain",
+        "_six",
+        "template",
+    )
 
     def __init__(self, template: Template) -> None:
         self.template = template
@@ -53,6 +62,10 @@ class Resolver:
         self._day_fields = (by_field[Field.DAY_OF_MONTH], by_field[Field.DAY_OF_WEEK])
         self._interned: dict[tuple[str, bool], Parsed] = {}
         self._needs_key = template.first_hash is not None
+        #: Each field's values and text with no key (what a field without hash terms always is),
+        #: and where the fields with hash terms are: a key redraws only those.
+        self._plain = [(written.values, written.plain_text) for written in template.fields]
+        self._hashed = [i for i, written in enumerate(template.fields) if written.hashes]
 
     def resolve(
         self, key: Key | None, day_and: bool, offsets: tuple[int, ...] | None = None
@@ -62,9 +75,14 @@ class Resolver:
         CronSyntaxError if a key is needed and missing."""
         if key is None and offsets is None and self._needs_key:
             _missing_key(self.template)
-        given = None if offsets is None else iter(offsets)
-        drawn = [_draw_field(written, key, given) for written in self.template.fields]
-        text = " ".join(text for _, text in drawn)
+        drawn = self._plain
+        if key is not None or offsets is not None:
+            given = None if offsets is None else iter(offsets)
+            drawn = drawn.copy()
+            fields = self.template.fields
+            for i in self._hashed:
+                drawn[i] = _draw_field(fields[i], key, given)
+        text = " ".join([text for _, text in drawn])
         found = self._interned.get((text, day_and))
         if found is None:
             found = self._interned[text, day_and] = self._build(drawn, text, day_and)
@@ -107,8 +125,6 @@ def _draw_field(
     written: FieldTemplate, key: Key | None, given: Iterator[int] | None
 ) -> tuple[frozenset[int], str]:
     """The field's values and resolved text for ``key``, or for the ``given`` offsets."""
-    if (key is None and given is None) or not written.hashes:
-        return written.values, written.plain_text
     values = set(written.values)
     parts = []
     for part in written.parts:

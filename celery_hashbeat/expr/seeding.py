@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import hashlib
+from functools import lru_cache
 
 Key = str | bytes | int
 
@@ -21,8 +22,14 @@ def key_bytes(key: Key) -> bytes:
 
 def draw(key: Key, field: str, occurrence: int) -> int:
     """The unsigned 64-bit number behind one hash term."""
-    material = key_bytes(key) + SEPARATOR + field.encode() + SEPARATOR + str(occurrence).encode()
+    material = key_bytes(key) + _term_bytes(field, occurrence)
     return int.from_bytes(hashlib.sha256(material).digest()[:8], "big")
+
+
+@lru_cache(maxsize=256)
+def _term_bytes(field: str, occurrence: int) -> bytes:
+    """What follows the key in a draw's material: a few distinct values, made once each."""
+    return SEPARATOR + field.encode() + SEPARATOR + str(occurrence).encode()
 
 
 def pick(key: Key, field: str, occurrence: int, low: int, count: int) -> int:

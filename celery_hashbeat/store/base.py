@@ -36,6 +36,8 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from .controls import Controls
+
 logger = logging.getLogger("celery_hashbeat.store")
 
 #: The most outcomes kept per entry's history; older ones are dropped as new ones come in.
@@ -173,8 +175,9 @@ def _digits(text: str) -> bool:
     return text.isascii() and text.isdigit()
 
 
-class Store(abc.ABC):
-    """One protocol, two implementations: Redis for HA, SQLite for one host."""
+class Store(Controls, abc.ABC):
+    """One protocol, two implementations: Redis for HA, SQLite for one host. The runtime
+    controls (stored entries, pauses, triggers) are its half in store/controls.py."""
 
     url: str  # the store's URL with any password masked: safe to log
 

@@ -13,7 +13,8 @@ may touch them together (a script that builds a key from a declared key's prefix
 - ``{p}:running:<entry>``: the entry's run lease, the task id, with the run TTL as its expiry;
 - ``{p}:roster``: ``<resolved ms>|<JSON list of worker nodes>``;
 - ``{p}:balance``: the leader's balanced assignment, JSON (DESIGN.md §16);
-- ``{p}:history:<entry>``: a list, the entry's newest outcomes first, trimmed to HISTORY_CAP.
+- ``{p}:history:<entry>``: a list, the entry's newest outcomes first, trimmed to HISTORY_CAP;
+- the runtime controls' keys (store/redis_controls.py).
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ from .base import (
     StoreError,
     StoreUnavailable,
 )
+from .redis_controls import RedisControls
 
 # Appends (entry, record) pairs taken from ARGV[first..] to the entries' history lists and trims
 # each to the cap, so a history never grows past it; shared by the scripts that carry history.
@@ -384,7 +386,7 @@ class Connected:
         self.replication = replication
 
 
-class RedisStore(Store):
+class RedisStore(RedisControls, Store):
     """The coordination protocol on Redis.
 
     Options, in the URL's query or as keywords (keywords win): ``socket_timeout`` and
@@ -442,6 +444,7 @@ class RedisStore(Store):
         self._release_run = Script(encoder, RELEASE_RUN_SCRIPT)
         self._share = Script(encoder, SHARE_SCRIPT)
         self._record = Script(encoder, RECORD_SCRIPT)
+        self._init_controls(prefix)
 
     @property
     def _client(self) -> Any:

@@ -44,6 +44,7 @@ from .base import (
     Store,
     StoreUnavailable,
 )
+from .sqlite_controls import CONTROL_SCHEMA, SQLiteControls
 
 # expires_ms is on the monotonic clock of the boot named by boot (see the module's docstring).
 SCHEMA = (
@@ -88,7 +89,7 @@ ADDED_COLUMNS = {
 #: A lease or heartbeat row that is live at the monotonic instant given twice after the boot id.
 LIVE = "boot = ? AND expires_ms > ? AND expires_ms - ttl_ms <= ?"
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 # Entries per ``IN (...)`` query: below the 999 bound parameters that older SQLite builds allow.
 CHUNK = 500
@@ -118,7 +119,7 @@ def _busy(exc: sqlite3.Error) -> bool:
     return "locked" in str(exc) or "busy" in str(exc)
 
 
-class SQLiteStore(Store):
+class SQLiteStore(SQLiteControls, Store):
     """The coordination protocol in a SQLite file (WAL mode, so readers never wait for a writer).
 
     Options, in the URL's query or as keywords: ``timeout``, the seconds to wait for another
@@ -154,7 +155,7 @@ class SQLiteStore(Store):
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.execute("BEGIN IMMEDIATE")
         try:
-            for statement in SCHEMA:
+            for statement in (*SCHEMA, *CONTROL_SCHEMA):
                 self._db.execute(statement)
             for table, columns in ADDED_COLUMNS.items():
                 present = {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}

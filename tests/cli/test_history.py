@@ -37,15 +37,17 @@ def test_show_prints_the_history_newest_first(invoke: Invoke, app_store: Store) 
     written(app_store, now)
     result = invoke("show", "refresh-prices", "-A", "tests.cli.proj")
     assert result.exit_code == 0, result.output
-    lines = result.output.splitlines()
-    assert lines[0].startswith("next slot  ")
-    assert lines[1].split() == ["WHEN", "OUTCOME", "SLOT", "BY", "TASK", "ID", "DETAIL"]
-    outcomes = [line.split()[3] for line in lines[2:]]
+    head, _, history = result.output.partition("\n\n")
+    assert head.startswith("entry       refresh-prices  (config)\n")
+    assert "\nnext slots  " in head
+    lines = history.splitlines()
+    assert lines[0].split() == ["WHEN", "OUTCOME", "SLOT", "BY", "TASK", "ID", "DETAIL"]
+    outcomes = [line.split()[3] for line in lines[1:]]
     assert outcomes == ["missed", "skipped", "succeeded", "started", "sent", "sent"]
-    assert lines[2].endswith("catch_up=skip, 3 slots")
-    assert lines[3].endswith("overlap")
-    assert lines[4].endswith("ran 119980 ms") and "celery@w1" in lines[4]
-    assert lines[6].endswith("4 ms late")
+    assert lines[1].endswith("catch_up=skip, 3 slots")
+    assert lines[2].endswith("overlap")
+    assert lines[3].endswith("ran 119980 ms") and "celery@w1" in lines[3]
+    assert lines[5].endswith("4 ms late")
 
     shown = json.loads(invoke("show", "refresh-prices", "-A", "tests.cli.proj", "--json").output)
     assert shown["entry"] == "refresh-prices" and shown["next_slot"]

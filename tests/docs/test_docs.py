@@ -24,7 +24,17 @@ from .markdown import anchors, blocks, links, load_yaml
 from .runner import ROOT, DocRun, check_app
 
 DOCS = ROOT / "docs"
-PAGES = ["syntax", "seeding", "ha", "settings", "migration", "operations", "comparison", "workers"]
+PAGES = [
+    "syntax",
+    "seeding",
+    "ha",
+    "settings",
+    "migration",
+    "operations",
+    "comparison",
+    "workers",
+    "runtime",
+]
 FILES = [ROOT / "README.md", *(DOCS / f"{page}.md" for page in PAGES)]
 
 

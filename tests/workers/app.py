@@ -81,7 +81,17 @@ def history_schedule() -> dict[str, dict[str, Any]]:
     }
 
 
-SCHEDULES = {"overlap": overlap_schedule, "fanout": fanout_schedule, "history": history_schedule}
+def control_schedule() -> dict[str, dict[str, Any]]:
+    """One configured entry every 2 s; the rest is added at run time (test_runtime_control)."""
+    return {"configured": {"task": "workers.run", "schedule": hashcron(EVERY_2S)}}
+
+
+SCHEDULES = {
+    "overlap": overlap_schedule,
+    "fanout": fanout_schedule,
+    "history": history_schedule,
+    "control": control_schedule,
+}
 
 app = Celery("hashbeat-workers")
 app.conf.update(
@@ -115,6 +125,7 @@ def record(task: Task[Any, Any], event: str) -> None:
     run = {
         "entry": request.get("hashbeat_entry"),
         "slot": request.get("hashbeat_slot"),
+        "trigger": request.get("hashbeat_trigger"),
         "task_id": request.id,
         "event": event,
         "at": time.time(),

@@ -14,6 +14,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import redis
 
@@ -76,12 +77,17 @@ class Scenario:
     def log(self, process: Process) -> str:
         return process.log.read_text(errors="replace") if process.log.exists() else ""
 
+    def records(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self.client.lrange(f"{self.prefix}:runs", 0, -1)]
+
     def runs(self) -> dict[str, list[Run]]:
-        """Every run recorded so far, per entry, in order of start."""
+        """Every run of a slot recorded so far, per entry, in order of start (triggered runs,
+        which have no slot, are left out)."""
         events: dict[str, dict[str, float]] = defaultdict(dict)
         first: dict[str, dict[str, str | float]] = {}
-        for line in self.client.lrange(f"{self.prefix}:runs", 0, -1):
-            record = json.loads(line)
+        for record in self.records():
+            if record.get("slot") is None:
+                continue
             # A retried task records a second start: its run spans from the first.
             events[record["task_id"]].setdefault(record["event"], record["at"])
             first.setdefault(record["task_id"], record)

@@ -1,0 +1,80 @@
+"""What operators change while the beats run (DESIGN.md §13): stored entries, pauses, triggers.
+
+The store keeps three things for the runtime controls, all opaque text to it (JSON written and
+read by ``celery_hashbeat.definitions``), none of them lease-checked on the way in, since an
+operator writes them whether or not a beat runs:
+
+- per name, a *definition* (an entry kept in the store beside ``beat_schedule``) and a *pause*
+  record (for any entry, configured or stored);
+- a *version*, raised by every write, with each name marked by the version of its last change,
+  so that a beat reads only what changed since the version it last saw (10,000 stored entries
+  are read once, not once per change);
+- a queue of *triggers* (one run now, asked by an operator), which the leader takes under its
+  lease and gives back if their publish surely failed, so that each is sent at most once.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+#: The two things kept per name.
+DEFINITION = "definition"
+PAUSE = "pause"
+KINDS = (DEFINITION, PAUSE)
+
+
+@dataclass(frozen=True)
+class Changes:
+    """What changed since a version: ``records`` maps each name changed to its (definition,
+    pause), None where nothing is stored. ``full`` means every name is listed (a first read, or
+    a store that was emptied), so a name missing from it has nothing stored."""
+
+    version: int
+    records: dict[str, tuple[str | None, str | None]]
+    full: bool
+    #: How many triggers wait for the leader.
+    triggers: int
+
+
+class Controls(abc.ABC):
+    """The runtime-control half of the store protocol."""
+
+    @abc.abstractmethod
+    def edit(
+        self, name: str, values: Mapping[str, str | None], require: bool | None = None
+    ) -> int | None:
+        """Set (text) or delete (None) ``name``'s DEFINITION and/or PAUSE in one atomic step,
+        raising the version. ``require`` True or False asks that a definition be, or not be,
+        stored already; if not, nothing changes and None is returned. Returns the new version."""
+
+    @abc.abstractmethod
+    def changes(self, since: int) -> Changes:
+        """The records changed after version ``since`` (all of them when ``since`` is 0 or
+        later than the store's version, which means the store was emptied)."""
+
+    @abc.abstractmethod
+    def ask(self, trigger: str) -> int:
+        """Queue a trigger; returns the new version."""
+
+    @abc.abstractmethod
+    def triggers(self) -> list[str]:
+        """The triggers waiting, oldest first."""
+
+    @abc.abstractmethod
+    def take_triggers(self, token: str) -> list[str]:
+        """Take every waiting trigger off the queue, only while ``token`` holds the lease
+        (empty otherwise); oldest first."""
+
+    @abc.abstractmethod
+    def give_back_triggers(self, token: str, triggers: Sequence[str]) -> bool:
+        """Put triggers whose publish surely failed back at the head of the queue, only while
+        ``token`` holds the lease. True if it did."""
+
+
+def check_values(values: Mapping[str, str | None]) -> None:
+    """Only the two kinds may be written."""
+    unknown = set(values) - set(KINDS)
+    if unknown:
+        raise ValueError(f"unknown record kinds {sorted(unknown)}; known: {list(KINDS)}")

@@ -1,0 +1,87 @@
+"""The runtime controls (store/controls.py): stored entries, pauses, the version and triggers,
+against both stores."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from celery_hashbeat.store import Store
+from celery_hashbeat.store.controls import DEFINITION, PAUSE
+
+LONG = 60_000
+
+
+def test_a_read_since_a_version_lists_only_what_changed_after_it(store: Store) -> None:
+    first = store.edit("a", {DEFINITION: '{"a": 1}'})
+    second = store.edit("b", {DEFINITION: '{"b": 1}', PAUSE: '{"reason": "x"}'})
+    assert first is not None and second is not None and second > first
+    everything = store.changes(0)
+    assert everything.full
+    assert everything.records == {"a": ('{"a": 1}', None), "b": ('{"b": 1}', '{"reason": "x"}')}
+    since_first = store.changes(first)
+    assert not since_first.full
+    assert since_first.records == {"b": ('{"b": 1}', '{"reason": "x"}')}
+    assert since_first.version == second
+    unchanged = store.changes(second)
+    assert unchanged.records == {} and unchanged.version == second and not unchanged.full
+
+
+def test_an_edit_keeps_what_it_does_not_name_and_deletes_what_it_sets_to_none(
+    store: Store,
+) -> None:
+    store.edit("a", {DEFINITION: "d1", PAUSE: "p1"})
+    store.edit("a", {PAUSE: None})
+    assert store.changes(0).records == {"a": ("d1", None)}
+    version = store.edit("a", {DEFINITION: None})
+    assert version is not None
+    # The name stays listed, with nothing stored, so that a beat learns of the removal.
+    assert store.changes(version - 1).records == {"a": (None, None)}
+
+
+def test_a_requirement_that_fails_changes_nothing(store: Store) -> None:
+    assert store.edit("a", {DEFINITION: "d1"}, require=True) is None
+    assert store.changes(0).records == {}
+    assert store.edit("a", {DEFINITION: "d1"}, require=False) is not None
+    before = store.changes(0)
+    assert store.edit("a", {DEFINITION: "d2"}, require=False) is None
+    assert store.changes(0) == before
+    assert store.edit("a", {DEFINITION: "d2"}, require=True) is not None
+    assert store.changes(0).records == {"a": ("d2", None)}
+
+
+def test_a_version_later_than_the_stores_reads_everything(
+    store: Store, connect: Callable[..., Store]
+) -> None:
+    store.edit("a", {DEFINITION: "d1"})
+    # A beat that saw version 50 of a store since emptied must not wait for it to come back.
+    assert store.changes(50).full
+    assert store.changes(50).records == {"a": ("d1", None)}
+
+
+def test_triggers_are_taken_once_by_the_leader_only_and_given_back_in_order(
+    store: Store, connect: Callable[..., Store]
+) -> None:
+    other = connect()
+    assert store.acquire("leader", LONG)
+    before = store.changes(0).version
+    store.ask("t1")
+    store.ask("t2")
+    seen = store.changes(before)
+    assert seen.version > before and seen.triggers == 2
+    assert other.take_triggers("standby") == []
+    assert store.triggers() == ["t1", "t2"]
+    assert store.take_triggers("leader") == ["t1", "t2"]
+    assert store.take_triggers("leader") == []
+    store.ask("t3")
+    assert not other.give_back_triggers("standby", ["t1"])
+    assert store.give_back_triggers("leader", ["t1", "t2"])
+    assert store.triggers() == ["t1", "t2", "t3"]
+    assert store.changes(0).triggers == 3
+
+
+def test_prefixes_keep_their_controls_apart(store: Store, connect: Callable[..., Store]) -> None:
+    other = connect(prefix="hashbeat-other")
+    store.edit("a", {DEFINITION: "d1"})
+    store.ask("t1")
+    assert other.changes(0).records == {}
+    assert other.triggers() == []
