@@ -1,6 +1,6 @@
 """What the batch path puts on RabbitMQ, compared with what ``apply_async`` puts there.
 
-    python benchmarks/amqp_messages.py [--amqp-url amqp://guest:guest@127.0.0.1:5672//]
+    python benchmarks/amqp_messages.py [--amqp-url amqp://guest:guest@127.0.0.1:5672//] [--confirms]
 
 The test suite compares the two on a Redis broker it starts itself (tests/scheduler/
 test_batch_messages.py); it may not need RabbitMQ, so this check of the AMQP path (py-amqp frames
@@ -36,12 +36,13 @@ def anything(*args: Any, **kwargs: Any) -> None:
     """The task the entries name; never run."""
 
 
-def make_app(url: str, store_url: str, q: str) -> Celery:
+def make_app(url: str, store_url: str, q: str, confirms: bool) -> Celery:
     every = hashcron("* * * * *")
     app = Celery("amqp-messages", set_as_current=False, broker=url)
     app.conf.update(
         timezone="UTC",
         task_default_queue=q,
+        broker_transport_options={"confirm_publish": confirms},
         task_queues=[Queue(q), Queue(f"{q}-prio", queue_arguments={"x-max-priority": 10})],
         accept_content=["json", "pickle"],
         beat_enable_remote_control=False,
@@ -84,11 +85,13 @@ def drain(url: str, queues: list[str]) -> list[tuple[str, Any, Any, Any]]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--amqp-url", default="amqp://guest:guest@127.0.0.1:5672//")
-    url = parser.parse_args().amqp_url
+    parser.add_argument("--confirms", action="store_true", help="with publisher confirms on")
+    args = parser.parse_args()
+    url = args.amqp_url
     q = f"amqp-messages-{uuid.uuid4().hex[:6]}"
     queues = [q, f"{q}-prio"]
     with RedisProcess() as server:
-        app = make_app(url, server.url, q)
+        app = make_app(url, server.url, q, args.confirms)
         beat = Scheduler(app, lazy=True)
         beat.clock = lambda: T0
         beat.setup_schedule()

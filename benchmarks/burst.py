@@ -114,7 +114,7 @@ def make_app(broker_url: str, store_url: str, queue: str, n: int, **conf: Any) -
         beat_enable_remote_control=False,
         hashbeat_store_url=store_url,
         hashbeat_key_prefix=f"{queue}-{uuid.uuid4().hex[:6]}",
-        hashbeat_lease_ttl=30,
+        hashbeat_lease_ttl=300,  # outlives the other publishers' turns
         beat_schedule={
             f"burst-{i}": {"task": TASK, "schedule": hashcron("* * * * *"), "args": (i,)}
             for i in range(n)
@@ -158,6 +158,7 @@ def apply_async_loop(app: Celery, n: int) -> Callable[[], None]:
 
 
 def publish_claimed(scheduler: Scheduler) -> Callable[[], object]:
+    scheduler.tick()  # leads again if its lease ran out while the others published
     slots = [(entry, int((T0 + 60) * 1000)) for entry in scheduler.entries.values()]
     return lambda: scheduler._publish_batch(slots)
 

@@ -10,9 +10,11 @@ As on Redis (``redis_batch``), the first slot's frames of an entry are kept as a
 and a later slot's are those bytes with the task id and ``hashbeat_slot`` replaced: strings of the
 same length, so every frame keeps its size (the stencil is not made if they occur elsewhere).
 
-With publisher confirms on (``confirm_publish``) py-amqp waits for the broker's confirm of each
-message as it publishes it, which needs the message on the wire at once: there messages go one at
-a time through ``bulk.ProducerOutput``, each confirmed before the next.
+With publisher confirms on (``confirm_publish``) py-amqp would wait for the broker's answer to
+each message as it publishes it. Here a chunk goes on a channel of the batch's own in confirm
+mode, written at once as above, and then the broker's answers are read: an ack is a message the
+broker took, a nack one it may not have (kept as unknown, never sent twice), and no answer within
+``CONFIRM_WAIT`` leaves the whole chunk unknown.
 """
 
 from __future__ import annotations
@@ -22,12 +24,20 @@ from typing import TYPE_CHECKING, Any
 
 import amqp
 from celery import signals
+from kombu import Producer
 
+from celery_hashbeat.publishing import MayHaveGone
 from celery_hashbeat.redis_batch import Signal, signal_for
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from celery_hashbeat.bulk import ProducerOutput
     from celery_hashbeat.plans import Built, Plan
+
+#: The longest wait for the broker's next confirm (seconds) before the chunk is given up as
+#: unknown; the scheduler leaves a publish behind sooner if it waits longer than its timeout.
+CONFIRM_WAIT = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,31 +73,85 @@ class FrameStencil:
 
 
 def coalescable(producer: Any) -> bool:
-    """Whether this producer's connection is py-amqp's, without confirms, on a transport whose
-    writes can be held back (its ``_write``)."""
+    """Whether this producer's connection is py-amqp's, on a transport whose writes can be held
+    back (its ``_write``)."""
     connection = producer.connection.connection
     transport = getattr(connection, "transport", None)
-    return (
-        isinstance(connection, amqp.Connection)
-        and not getattr(connection, "confirm_publish", True)
-        and callable(getattr(transport, "_write", None))
-    )
+    return isinstance(connection, amqp.Connection) and callable(getattr(transport, "_write", None))
+
+
+class Confirms:
+    """Publisher confirms on a channel of the batch's own, answered per message but waited for
+    per chunk: the broker numbers a channel's messages from 1 once it is in confirm mode, and
+    acks (or nacks) each, or all up to one at once."""
+
+    def __init__(self, connection: Any) -> None:
+        self.channel = connection.channel()
+        self.channel.confirm_select()
+        # py-amqp's confirming publish waits for each answer: this channel's publishes do not.
+        self.channel.basic_publish = self.channel._basic_publish
+        self.channel.events["basic_ack"].add(
+            lambda tag, multiple: self._answer(tag, multiple, True)
+        )
+        self.channel.events["basic_nack"].add(
+            lambda tag, multiple: self._answer(tag, multiple, False)
+        )
+        self.sent = 0  # messages published on the channel so far
+        self._answered_to = 0  # every message up to this one has its answer
+        self._answers: dict[int, bool] = {}
+
+    def _answer(self, tag: int, multiple: bool, taken: bool) -> None:
+        for number in range(self._answered_to + 1, tag + 1) if multiple else (tag,):
+            self._answers.setdefault(number, taken)
+        if multiple:
+            self._answered_to = max(self._answered_to, tag)
+
+    def wait(self, connection: Any, count: int) -> list[BaseException | None]:
+        """The broker's answer to each of the last ``count`` messages, waiting at most
+        ``CONFIRM_WAIT`` seconds for each next one; a nack may have been delivered anyway."""
+        first, self.sent = self.sent + 1, self.sent + count
+        number = first
+        while number <= self.sent:
+            if number in self._answers:
+                number += 1
+            else:
+                connection.drain_events(timeout=CONFIRM_WAIT)  # raises if nothing comes
+        self._answered_to = max(self._answered_to, self.sent)
+        answers = [self._answers.pop(n) for n in range(first, self.sent + 1)]
+        return [None if taken else MayHaveGone("the broker nacked it") for taken in answers]
 
 
 class AmqpWrites:
     """Messages published through a ``ProducerOutput`` while the socket writes are held back, and
-    written together on ``flush`` (``bulk``'s output for RabbitMQ)."""
+    written together on ``flush``; with publisher confirms, on a channel of its own whose
+    answers ``flush`` then waits for (``bulk``'s output for RabbitMQ)."""
 
     immediate = False
 
-    def __init__(self, producer: Any, output: ProducerOutput) -> None:
+    def __init__(self, producer: Any, single: Callable[[Any], ProducerOutput]) -> None:
         self.producer = producer
-        self.transport = producer.connection.connection.transport
-        self._output = output
+        self._single = single
         self._frames: list[bytes] = []
         self._messages = 0
+        self.transport: Any = None
+        self._fresh()
+
+    def _fresh(self) -> None:
+        """Follow the producer's connection: a reconnect brings a new transport (and the
+        confirms need a channel on it). A chunk ends on the transport it began on."""
+        connection = self.producer.connection
+        transport = connection.connection.transport
+        if self._frames or transport is self.transport:
+            return
+        self.transport = transport
+        self._confirms = Confirms(connection) if connection.connection.confirm_publish else None
+        publisher = self.producer
+        if self._confirms is not None:
+            publisher = Producer(self._confirms.channel, auto_declare=False)
+        self._output = self._single(publisher)
 
     def publish(self, message: Built) -> None:
+        self._fresh()
         plan, body, encoded, headers, properties = message
         transport, frames = self.transport, self._frames
         mark = len(frames)
@@ -113,6 +177,7 @@ class AmqpWrites:
         """Add the frames of another slot made from the plan's stencil, and return it; None if
         there is none that fits (made on another thread or channel, or without what
         after_task_publish needs now)."""
+        self._fresh()
         stencil = plan.stencil
         if not isinstance(stencil, FrameStencil):
             return None
@@ -128,7 +193,7 @@ class AmqpWrites:
         return stencil
 
     def _channel(self) -> tuple[int, int]:
-        channel = self.producer.channel
+        channel = self._output.producer.channel
         return (id(channel.connection), channel.channel_id)
 
     def flush(self) -> list[BaseException | None]:
@@ -136,6 +201,8 @@ class AmqpWrites:
         count, self._messages = self._messages, 0
         if frames:
             self.transport.write(b"".join(frames))
+        if self._confirms is not None and count:
+            return self._confirms.wait(self.producer.connection, count)
         return [None] * count
 
     def discard(self) -> None:

@@ -103,7 +103,7 @@ def output_for(producer: Any) -> RedisPipeline | AmqpWrites | ProducerOutput:
     if hasattr(channel, "create_publish_batch") and producer.supports_batch_publish:
         return RedisPipeline(producer)
     single = ProducerOutput(producer)
-    return AmqpWrites(producer, single) if coalescable(producer) else single
+    return AmqpWrites(producer, ProducerOutput) if coalescable(producer) else single
 
 
 class BulkSink:
