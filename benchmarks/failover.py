@@ -10,9 +10,11 @@ message. DESIGN.md §7's bars:
   (SIGTERM) -> within 1 s. Measured from the signal to (a) the store naming a new leader (polled
   every ~5 ms) and (b) the first message published by another beat reaching the broker (the
   schedule includes a 250 ms entry, so a new leader has a slot due within a quarter second);
-- punctuality: with 10,000 entries and a real broker, 99% of enqueues within 5 ms of their slot.
-  Measured per message as publish time minus slot (Celery's after_task_publish signal, in the
-  beat) and as arrival at the consumer minus slot, for two spreads of 10,000 entries.
+- punctuality: with 10,000 entries and a real broker, 99% of enqueues within 5 ms of their slot
+  (issue 12: 10 ms for ``H * * * * *``, whose ~167 slots a second fall due together). Measured per
+  message as publish time minus slot (Celery's after_task_publish signal, in the beat) and as
+  arrival at the consumer minus slot, for two spreads of 10,000 entries, in each entry's first
+  minute and in a later one.
 """
 
 from __future__ import annotations
@@ -125,9 +127,11 @@ def failover_rows(store: str, ttl: float, takeovers: Sequence[Takeover]) -> list
 
 def punctuality(
     schedule: str, window: float, warmup: float, loglevel: str, workdir: Path
-) -> tuple[list[float], list[float], float]:
-    """One beat leading ``schedule`` for ``window`` seconds after ``warmup``: the publish and
-    arrival lateness (ms) of every slot due in the window, and the beat's start-up time."""
+) -> tuple[list[tuple[list[float], list[float]]], float]:
+    """One beat leading ``schedule``: the publish and arrival lateness (ms) of every slot due in
+    two windows of ``window`` seconds, one ``warmup`` seconds after it leads (the first minute,
+    every slot the entry's first) and one a minute later (each entry sent once before: what the
+    batch path keeps from one slot to the next is made); and the beat's start-up time."""
     publish_log = workdir / "publish.log"
     with RedisProcess() as server, ProcessGroup(workdir) as processes:
         cluster = Cluster(
@@ -147,33 +151,39 @@ def punctuality(
             cluster.steady(timeout=60, fenced=False)
             leading = cluster.recorder.deliveries()[0].received - started
             time.sleep(warmup)
-            low = time.time() * 1000
-            time.sleep(window)
-            high = time.time() * 1000
+            windows = []
+            for pause in (0.0, 60.0 - window):
+                time.sleep(pause)
+                low = time.time() * 1000
+                time.sleep(window)
+                windows.append((low, time.time() * 1000))
             cluster.stop()
         finally:
             cluster.close()
-    published = []
-    for line in publish_log.read_text().splitlines():
-        _, slot_text, at = line.split("\t")
-        slot = iso_to_ms(slot_text)
-        if low <= slot < high:
-            published.append(float(at) * 1000 - slot)
-    received = [d.lateness_ms for d in cluster.recorder.deliveries() if low <= d.slot < high]
-    return published, received, leading
+    lines = [line.split("\t") for line in publish_log.read_text().splitlines()]
+    published = [(iso_to_ms(slot), float(at) * 1000) for _, slot, at in lines]
+    measured = []
+    for low, high in windows:
+        publish = [at - slot for slot, at in published if low <= slot < high]
+        arrival = [d.lateness_ms for d in cluster.recorder.deliveries() if low <= d.slot < high]
+        measured.append((publish, arrival))
+    return measured, leading
 
 
-def punctuality_rows(name: str, published: list[float], received: list[float]) -> list[list[str]]:
+def punctuality_rows(
+    name: str, when: str, bar: float, published: list[float], received: list[float]
+) -> list[list[str]]:
     rows = []
     for what, values in (("publish - slot", published), ("arrival - slot", received)):
         if not values:
-            rows.append([name, what, "0", "-", "-", "-", "-", "-"])
+            rows.append([name, when, what, "0", "-", "-", "-", "-", "-"])
             continue
-        within = sum(1 for value in values if value <= 5.0) / len(values)
-        verdict = "PASS" if percentile(values, 0.99) <= 5.0 else "FAIL"
+        within = sum(1 for value in values if value <= bar) / len(values)
+        verdict = f"<= {bar:g} {'PASS' if percentile(values, 0.99) <= bar else 'FAIL'}"
         rows.append(
             [
                 name,
+                when,
                 what,
                 f"{len(values):,}",
                 f"{percentile(values, 0.5):.2f}",
@@ -263,23 +273,25 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     rows = []
     started_in = []
+    # The bars: DESIGN.md §7's 5 ms, and issue 12's 10 ms for H * * * * * (about 167 slots due
+    # at each whole second, published together).
     spreads = (
-        (f"spread-interval:{args.entries}", f"{args.entries:,} x hashinterval(60)"),
-        (f"spread-cron:{args.entries}", f'{args.entries:,} x hashcron("H * * * * *")'),
+        (f"spread-interval:{args.entries}", f"{args.entries:,} x hashinterval(60)", 5.0),
+        (f"spread-cron:{args.entries}", f'{args.entries:,} x hashcron("H * * * * *")', 10.0),
     )
-    for schedule, name in spreads:
+    for schedule, name, bar in spreads:
         with tempfile.TemporaryDirectory(prefix="hashbeat-punctuality-") as tmp:
-            published, received, leading = punctuality(
-                schedule, args.window, 3.0, args.loglevel, Path(tmp)
-            )
-        rows += punctuality_rows(name, published, received)
+            measured, leading = punctuality(schedule, args.window, 3.0, args.loglevel, Path(tmp))
+        for when, (published, received) in zip(("1st minute", "later"), measured, strict=True):
+            rows += punctuality_rows(name, when, bar, published, received)
         started_in.append(f"{name}: first enqueue {leading:.2f} s after the beat process started")
-        print(f"  {name}: {len(published):,} slots measured", flush=True)
+        print(f"  {name}: {sum(len(p) for p, _ in measured):,} slots measured", flush=True)
     outputs.append(
         table(
             f"Punctuality: one beat (leader, Redis store and broker, --loglevel={args.loglevel}), "
-            f"every slot due in a {args.window:g} s window; lateness in ms",
-            ["entries", "measure", "n", "p50", "p99", "max", "<= 5 ms", "bar: p99 <= 5 ms"],
+            f"every slot due in a {args.window:g} s window of its first minute and in one a "
+            f"minute later; lateness in ms",
+            ["entries", "window", "measure", "n", "p50", "p99", "max", "<= bar", "bar: p99 (ms)"],
             rows,
         )
     )

@@ -33,15 +33,12 @@ def slot_iso(slot: int) -> str:
     return to_datetime(slot).isoformat(timespec="milliseconds")
 
 
-def send_slot(
-    app: Celery, producer: Any, entry: Entry, task_id: str, when: str, trigger: bool = False
-) -> Any:
-    """Publish one slot of ``entry`` with its options, as Celery's scheduler would, plus the
-    slot's task id and the hashbeat headers. A trigger (one run asked for at ``when``, not a
-    slot) says so in ``hashbeat_trigger`` instead of ``hashbeat_slot``."""
-    options = dict(entry.options)
+def slot_headers(entry: Entry, when: str, trigger: bool = False) -> dict[str, Any]:
+    """The entry's own headers plus the hashbeat ones, for the slot at ``when``; a trigger (one
+    run asked for at ``when``, not a slot) says so in ``hashbeat_trigger`` instead of
+    ``hashbeat_slot``."""
     headers = {
-        **(options.pop("headers", None) or {}),
+        **(entry.options.get("headers") or {}),
         "celery_beat_task": True,
         "hashbeat_entry": entry.name,
         "hashbeat_trigger" if trigger else "hashbeat_slot": when,
@@ -49,16 +46,32 @@ def send_slot(
     if entry.run_ttl_ms:
         # The worker that runs it keeps the entry's run lease alive for as long (DESIGN.md §12).
         headers["hashbeat_run_ttl"] = entry.run_ttl_ms / 1000
-    options["task_id"] = task_id
-    # One attempt per message: beat retries a slot itself, and only when it surely did not reach
-    # the broker (see ``publishing``); Celery's retry could send it twice.
-    options.setdefault("retry", False)
-    # A list, as Celery's beat passes them, so argsrepr reads "[1, 2]" in either beat.
+    return headers
+
+
+def slot_arguments(entry: Entry) -> tuple[Any, dict[str, Any]]:
+    """The task's args and kwargs, lazy ones evaluated now. A list, as Celery's beat passes
+    them, so argsrepr reads "[1, 2]" in either beat."""
     args: Any = list(entry.args)
     kwargs = entry.kwargs
     if entry.lazy:
         args = [arg() if isinstance(arg, BeatLazyFunc) else arg for arg in args]
         kwargs = {k: v() if isinstance(v, BeatLazyFunc) else v for k, v in kwargs.items()}
+    return args, kwargs
+
+
+def send_slot(
+    app: Celery, producer: Any, entry: Entry, task_id: str, when: str, trigger: bool = False
+) -> Any:
+    """Publish one slot of ``entry`` with its options, as Celery's scheduler would, plus the
+    slot's task id and the hashbeat headers (a trigger's: see ``slot_headers``)."""
+    options = {key: value for key, value in entry.options.items() if key != "headers"}
+    options["task_id"] = task_id
+    # One attempt per message: beat retries a slot itself, and only when it surely did not reach
+    # the broker (see ``publishing``); Celery's retry could send it twice.
+    options.setdefault("retry", False)
+    args, kwargs = slot_arguments(entry)
+    headers = slot_headers(entry, when, trigger)
     task = app.tasks.get(entry.task)
     if task is not None:
         return task.apply_async(args, kwargs, producer=producer, headers=headers, **options)

@@ -22,6 +22,7 @@ from celery.utils.log import get_logger
 
 from celery_hashbeat.background import Abandoned, Guarded, Runner
 from celery_hashbeat.bounds import EntryFinished
+from celery_hashbeat.bulk import BulkSink, unsupported
 from celery_hashbeat.catalog import Catalog
 from celery_hashbeat.compat import (
     BEAT_LOGGER,
@@ -47,7 +48,7 @@ from celery_hashbeat.overlap import (
     run_guard,
     warn_unreachable_leases,
 )
-from celery_hashbeat.publishing import TRANSIENT_ERRORS, Batch, Outcome, Settled
+from celery_hashbeat.publishing import TRANSIENT_ERRORS, Batch, Bulk, Outcome, Settled
 from celery_hashbeat.settings import ConfigurationExit, Settings
 from celery_hashbeat.slots import ScheduleEnded, ScheduleTooSlow
 from celery_hashbeat.stopping import GRACE, StopRequests
@@ -67,6 +68,9 @@ logger = get_logger(__name__)
 
 #: The most slots claimed in one store call; a larger backlog is drained over consecutive ticks.
 BATCH = 1000
+
+#: The most messages one broker round trip of a batch carries (one Redis pipeline).
+CHUNK = 500
 
 #: After a failed publish (its claim given back), the slot is retried this much later (ms).
 PUBLISH_RETRY_MS = 1000
@@ -113,6 +117,8 @@ class Scheduler(beat.Scheduler):
         #: Slots this beat claimed and has not sent (entry -> slot), to send when it leads again.
         self._owed: dict[str, int] = {}
         self._broker_outage: str | None = None
+        #: Whether the one line saying the batch path is not used was logged.
+        self._said_unbatched = False
         #: Entries whose schedule failed to plan, so the traceback is logged once only.
         self._unplanned: set[str] = set()
         #: Whether a standby has yet to read last_run_at and total_run_count from the store.
@@ -634,7 +640,12 @@ class Scheduler(beat.Scheduler):
     def _publish_batch(self, slots: list[tuple[Entry, int]]) -> list[Settled[Entry]]:
         """Publish on the helper thread; renew the lease while waiting, and cut the batch short
         on a stop, a lost lease or a broker that stops answering."""
-        batch = Batch(slots, self._send_slot, self.transient_errors, self._connect)
+        sink = self.sink
+        batch: Batch[Entry]
+        if sink is None:
+            batch = Batch(slots, self._send_slot, self.transient_errors, self._connect)
+        else:
+            batch = Bulk(slots, sink, self._send_slot, self.transient_errors, self._connect, CHUNK)
 
         def give_up() -> bool:
             if self._stop.requested:
@@ -657,6 +668,7 @@ class Scheduler(beat.Scheduler):
             # The stuck thread keeps the connection it is using; the next publish gets its own.
             self.__dict__.pop("producer", None)
             self.__dict__.pop("connection", None)
+            self.__dict__.pop("sink", None)
         return batch.settle()
 
     def _settle(self, store: Store, settled: list[Settled[Entry]], now: int) -> None:
@@ -756,6 +768,13 @@ class Scheduler(beat.Scheduler):
         )
 
     def _send_slot(self, entry: Entry, slot: int) -> None:
+        task_id, when = self._announce(entry, slot)
+        self.send(entry, task_id, when)
+        self._sent(entry)
+
+    def _announce(self, entry: Entry, slot: int) -> tuple[str, str]:
+        """What comes before a slot's message: revoking the run it replaces, the log line, and
+        noting when it went; its task id and ``hashbeat_slot``."""
         when = slot_iso(slot)
         replaced = self._overlaps.replacing.get(entry.name)
         if replaced is not None:
@@ -768,7 +787,9 @@ class Scheduler(beat.Scheduler):
         )
         task_id = slot_task_id(entry.name, slot)
         self._published[entry.name] = (task_id, self.now_ms())
-        self.send(entry, task_id, when)
+        return task_id, when
+
+    def _sent(self, entry: Entry) -> None:
         # Kept until the slot went out: a slot given back and sent again revokes again.
         self._overlaps.replacing.pop(entry.name, None)
 
@@ -784,6 +805,20 @@ class Scheduler(beat.Scheduler):
         """A producer that connects on first publish, within the publish's own retry policy
         (Celery's connects up front and retries for minutes, deaf to a stop)."""
         return self.Producer(self.connection, auto_declare=False)  # type: ignore[attr-defined]
+
+    @cached_property
+    def sink(self) -> BulkSink | None:
+        """The batch publisher on this producer, or None to send one message at a time: a
+        subclass replaced ``send``, or the transport is not one the batch path knows."""
+        if type(self).send is not Scheduler.send:
+            return None
+        why = unsupported(self.producer)
+        if why is not None:
+            if not self._said_unbatched:
+                logger.info("beat: publishing one message at a time: the batch path %s", why)
+                self._said_unbatched = True
+            return None
+        return BulkSink(self.app, self.producer, self._announce, self._sent)
 
     def send(self, entry: Entry, task_id: str, when: str) -> Any:
         """Publish one slot of ``entry`` (the hook benchmarks and subclasses replace)."""
