@@ -92,3 +92,18 @@ def test_parsing_of_tokens_origins_and_slots() -> None:
     assert sent("x", T0, pid=77).pid == 77
     assert Delivery("x", T0, "id", "", 0.0).pid is None
     assert iso_to_ms("2027-01-15T08:00:00.250+00:00") - iso_to_ms("2027-01-15T08:00:00Z") == 250
+
+
+def test_only_the_slots_a_beat_called_ambiguous_may_be_missing() -> None:
+    gap = seconds(0, 1, 4)  # 2 and 3 missing
+    maybe = frozenset({("every-second", T0 + 2 * SECOND)})
+    found = problems(gap, SCHEDULE, catch_up_all=True, ambiguous=maybe)
+    assert len(found) == 1 and f"[{T0 + 3 * SECOND}]" in found[0], found
+    both = maybe | {("every-second", T0 + 3 * SECOND)}
+    assert problems(gap, SCHEDULE, catch_up_all=True, ambiguous=both) == []
+    fences = {"every-second": T0 + 5 * SECOND}
+    assert problems(seconds(0, 1), SCHEDULE, catch_up_all=False, fences=fences)
+    kept = frozenset({("every-second", T0 + 5 * SECOND)})
+    assert (
+        problems(seconds(0, 1), SCHEDULE, catch_up_all=False, fences=fences, ambiguous=kept) == []
+    )
