@@ -81,7 +81,7 @@ def test_an_interval_keeps_its_cadence_across_a_restart_before_its_first_run(
         "task_default_queue": queue,
         "hashbeat_store_url": redis_url,
         "hashbeat_key_prefix": key_prefix,
-        "beat_schedule": {"every-6s": {"task": "shop.tick", "schedule": 6.0}},
+        "beat_schedule": {"every-4s": {"task": "shop.tick", "schedule": 4.0}},
     }
     client = redis.Redis.from_url(redis_url, decode_responses=True)
     try:
@@ -89,8 +89,8 @@ def test_an_interval_keeps_its_cadence_across_a_restart_before_its_first_run(
         assert wait_until(lambda: "acquired the lease" in first.log.read_text(), 30), (
             first.log_tail()
         )
-        time.sleep(2)
-        first.terminate()  # stopped 2 s into the entry's first 6 s: it never ran
+        time.sleep(1.5)
+        first.terminate()  # stopped 1.5 s into the entry's first 4 s: it never ran
         assert first.wait(10) == 0
         assert client.llen(queue) == 0
         restarted = time.time() * 1000
@@ -100,10 +100,10 @@ def test_an_interval_keeps_its_cadence_across_a_restart_before_its_first_run(
             iso_to_ms(json.loads(raw)["headers"]["hashbeat_slot"])
             for raw in reversed(client.lrange(queue, 0, -1))
         ]
-        # The slots count from where the first beat first saw the entry (at most 6 s after it
-        # led, so at most 4 s after the restart), not 6 s from the restart.
-        assert slots[0] <= restarted + 4_500, (slots[0] - restarted, second.log_tail())
-        assert slots[1] - slots[0] == 6_000
+        # The slots count from where the first beat first saw the entry (at most 4 s after it
+        # led, so at most 2.5 s after the restart), not 4 s from the restart.
+        assert slots[0] <= restarted + 3_000, (slots[0] - restarted, second.log_tail())
+        assert slots[1] - slots[0] == 4_000
     finally:
         client.close()
 

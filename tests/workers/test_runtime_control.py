@@ -105,7 +105,7 @@ def outcome(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Outcome]:
         assert ran_after(scenario, at["added"], 2, 15), scenario.diagnostics()
         at["paused"] = time.time()
         hashbeat("pause", "report", "--reason", "supplier outage")
-        time.sleep(4)
+        time.sleep(3.5)
         at["resumed"] = time.time()
         hashbeat("resume", "report")
         assert ran_after(scenario, at["resumed"], 1, 10), scenario.diagnostics()
@@ -118,7 +118,7 @@ def outcome(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Outcome]:
         assert ran_after(scenario, at["updated"], 2, 20), scenario.diagnostics()
         at["removed"] = time.time()
         hashbeat("remove", "report")
-        time.sleep(4)
+        time.sleep(3)
         at["end"] = time.time()
         result.runs = scenario.runs().get("report", [])
         result.triggered = [r for r in scenario.records() if r["trigger"] and r["event"] == "start"]
