@@ -495,10 +495,9 @@ class SharedSlots:
 
 def schedule_digest(entries: Iterable[Entry]) -> str:
     """What a beat runs, in a few characters: the same for beats of one configuration."""
-    digest = hashlib.sha256()
-    for name, fingerprint in sorted((entry.name, entry.fingerprint) for entry in entries):
-        digest.update(f"{name}\x1f{fingerprint}\x1e".encode())
-    return digest.hexdigest()[:16]
+    prints = {entry.name: entry.fingerprint for entry in entries}
+    text = "".join([f"{name}\x1f{prints[name]}\x1e" for name in sorted(prints)])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def derived_identity(schedule_: BaseSchedule) -> Hashable | None:
