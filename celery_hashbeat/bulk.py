@@ -207,7 +207,7 @@ class BulkSink:
             declare=to.declare,
             headers=headers,
             properties=properties,
-            retry_policy=plan.retry_policy,
+            retry_policy=plan.signalled_retry_policy,
         )
         if signals.before_task_publish.receivers:
             encoded = None  # a receiver may have changed the body: encode it as it is now

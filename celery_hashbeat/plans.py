@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from numbers import Real
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
+import celery
 from kombu.common import Broadcast
 
 from celery_hashbeat.messages import slot_arguments
@@ -24,6 +25,16 @@ if TYPE_CHECKING:
     from celery import Celery
 
     from celery_hashbeat.entries import Entry
+
+#: What ``send_task`` puts in the ``ignore_result`` header of a task it does not know when the
+#: caller says nothing: False up to Celery 5.6, None from 5.7 (checked against each release's
+#: ``Celery.send_task``), so an unregistered task's message matches apply_async's byte for byte.
+SEND_TASK_IGNORE_RESULT: bool | None = None if celery.VERSION >= (5, 7) else False
+
+#: Whether ``before_task_publish`` receives the retry policy merged with the app's
+#: ``task_publish_retry_policy`` (Celery 5.7) or as the caller gave it (up to 5.6, None when
+#: none was given): each release's ``AMQP.send_task_message``, checked.
+SIGNALLED_POLICY_MERGED = celery.VERSION >= (5, 7)
 
 #: Entry options a plan handles as ``apply_async`` does; any other sends the entry's slots
 #: through ``apply_async`` itself.
@@ -99,7 +110,8 @@ class Plan:
     timeout: float | None
     confirm_timeout: float | None
     properties: dict[str, Any]  # the options left: message properties (priority...)
-    retry_policy: dict[str, Any]
+    #: What ``before_task_publish`` receives as ``retry_policy``: see SIGNALLED_POLICY_MERGED.
+    signalled_retry_policy: dict[str, Any] | None
     reprs: tuple[str, str] | None = None  # argsrepr and kwargsrepr, from the first message
     encoded: tuple[str, str, Any] | None = None  # the body serialised, from the first message
     stencil: Any = None  # the transport's copy of a message to make the next ones from
@@ -158,13 +170,15 @@ def make_plan(app: Celery, entry: Entry, defaults: Defaults) -> Plan | None:
     expires = options.pop("expires", None)
     if expires is not None and not isinstance(expires, Real):
         return None  # a date: Celery's own parsing of it decides
-    ignore_result = options.pop("ignore_result", None)
+    ignore_result = options.pop("ignore_result", SEND_TASK_IGNORE_RESULT)
     router: Any = app.amqp.router
     routed = router.route(options, entry.task, args, kwargs, task)
     destination = destination_of(app, routed, defaults)
     serializer = routed.pop("serializer", None) or defaults.serializer
     compression = routed.pop("compression", None) or defaults.compression
     retry_policy = routed.get("retry_policy")
+    # The app's own policy, shared by every plan that does not change it.
+    merged = {**defaults.retry_policy, **retry_policy} if retry_policy else defaults.retry_policy
     sending = {key: routed.pop(key, None) for key in _SENDING}
     return Plan(
         entry=identity(entry),
@@ -181,10 +195,7 @@ def make_plan(app: Celery, entry: Entry, defaults: Defaults) -> Plan | None:
         timeout=sending["timeout"],
         confirm_timeout=sending["confirm_timeout"],
         properties=routed,
-        # The app's own policy, shared by every plan that does not change it.
-        retry_policy={**defaults.retry_policy, **retry_policy}
-        if retry_policy
-        else defaults.retry_policy,
+        signalled_retry_policy=merged if SIGNALLED_POLICY_MERGED else retry_policy,
     )
 
 
