@@ -14,7 +14,6 @@ import time
 from functools import cached_property
 from heapq import heapify, heappop, heappush
 from typing import TYPE_CHECKING, Any, cast
-from uuid import uuid5
 
 from celery import beat
 from celery.exceptions import ImproperlyConfigured
@@ -33,12 +32,11 @@ from celery_hashbeat.compat import (
     warn_differences,
 )
 from celery_hashbeat.control import Changed, Controls
-from celery_hashbeat.definitions import DefinitionError, Trigger, decode_trigger, encode_trigger
 from celery_hashbeat.entries import Entry, EntryError
 from celery_hashbeat.fanout import WorkerCensus
 from celery_hashbeat.http import HealthServer, PortInUse
 from celery_hashbeat.lease import Lease, new_token
-from celery_hashbeat.messages import NAMESPACE, send_slot, slot_iso, slot_task_id
+from celery_hashbeat.messages import send_slot, slot_iso, slot_task_id
 from celery_hashbeat.metrics import Metrics
 from celery_hashbeat.observe import Watch
 from celery_hashbeat.overlap import (
@@ -55,6 +53,7 @@ from celery_hashbeat.stopping import GRACE, StopRequests
 from celery_hashbeat.store import open_store
 from celery_hashbeat.store._util import mask_url
 from celery_hashbeat.store.base import StoreConfigError, StoreUnavailable
+from celery_hashbeat.triggers import Run, runs_of, settle
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -538,28 +537,7 @@ class Scheduler(beat.Scheduler):
         except Exception as exc:
             self._lease.failed(exc, time.monotonic())
             return
-        runs: list[tuple[tuple[Entry, Trigger, str], int]] = []
-        for text in taken:
-            try:
-                trigger = decode_trigger(text)
-            except DefinitionError as exc:
-                logger.error("beat: dropping a trigger: %s", exc)
-                continue
-            copies = sorted(self._fanout.subs.get(trigger.entry, ()))
-            targets = [self.entries[n] for n in copies or [trigger.entry] if n in self.entries]
-            if not targets:
-                logger.error(
-                    "beat: dropping the trigger %s of entry %r: no such entry runs here",
-                    trigger.id,
-                    trigger.entry,
-                )
-            for entry in targets:
-                task_id = (
-                    trigger.id
-                    if not copies
-                    else str(uuid5(NAMESPACE, f"{trigger.id}|{entry.name}"))
-                )
-                runs.append(((entry, trigger, task_id), trigger.at))
+        runs = runs_of(taken, self.entries, self._fanout.subs)
         if not runs:
             return
         batch = Batch(runs, self._send_trigger, self.transient_errors, self._connect)
@@ -573,28 +551,14 @@ class Scheduler(beat.Scheduler):
         except Abandoned:
             self.__dict__.pop("producer", None)
             self.__dict__.pop("connection", None)
-        back: dict[str, str] = {}
-        for (entry, trigger, task_id), _, outcome, error in batch.settle():
-            if outcome is Outcome.SENT:
-                logger.info("beat: %s triggered: sent as task %s", entry.name, task_id)
-                self.watch.triggered(entry.name, task_id, trigger.at, self.now_ms())
-            elif outcome in (Outcome.FAILED, Outcome.UNSENT):
-                back[trigger.id] = encode_trigger(trigger)
-            else:
-                logger.error(
-                    "beat: the trigger %s of %s %s (%s); it is not sent again",
-                    task_id,
-                    entry.name,
-                    "cannot be sent" if outcome is Outcome.DROPPED else "may not have gone out",
-                    error,
-                )
+        back = settle(batch.settle(), self.watch, self.now_ms())
         if back:
             try:
-                store.give_back_triggers(self.token, list(back.values()))
+                store.give_back_triggers(self.token, back)
             except Exception as exc:
                 self._lease.failed(exc, time.monotonic())
 
-    def _send_trigger(self, run: tuple[Entry, Trigger, str], asked: int) -> None:
+    def _send_trigger(self, run: Run, asked: int) -> None:
         entry, _, task_id = run
         BEAT_LOGGER.info("Scheduler: Sending triggered task %s (%s)", entry.name, entry.task)
         send_slot(self.app, self.producer, entry, task_id, slot_iso(asked), trigger=True)
