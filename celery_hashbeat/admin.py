@@ -175,7 +175,7 @@ class ScheduleAdmin:
         slot, as its catch-up policy says (a long pause with catch_up="all" sends a burst). An
         entry that is not paused is left as it is."""
         self._existing(name)
-        pause = self._pause(name, self.store.changes(0).records.get(name, (None, None))[1])
+        pause = self._pause(name, self.store.controls_of(name)[1])
         if pause is None or not pause.paused:
             return
         record = None if catch_up else encode_pause(Pause(False, resumed=self._now_ms()))
@@ -218,7 +218,7 @@ class ScheduleAdmin:
             )
 
     def _stored_definition(self, name: str) -> dict[str, Any]:
-        definition = self.store.changes(0).records.get(name, (None, None))[0]
+        definition = self.store.controls_of(name)[0]
         if definition is None:
             raise UnknownEntryError(f"no store entry {name!r}: add it first (`hashbeat entries`)")
         try:
@@ -229,7 +229,7 @@ class ScheduleAdmin:
     def _existing(self, name: str) -> None:
         if name in self._configured():
             return
-        if self.store.changes(0).records.get(name, (None, None))[0] is None:
+        if self.store.controls_of(name)[0] is None:
             raise UnknownEntryError(self._unknown(name))
 
     def _unknown(self, name: str) -> str:

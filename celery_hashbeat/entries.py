@@ -529,6 +529,7 @@ def as_definition(definition: Any) -> Mapping[str, Any] | None:
             "catch_up": definition.catch_up,
             "catch_up_window": None if definition.window is None else definition.window / 1000,
             "overlap": definition.overlap,
+            **bounds_of(definition),
         }
     if isinstance(definition, ScheduleEntry):
         return {
@@ -539,6 +540,17 @@ def as_definition(definition: Any) -> Mapping[str, Any] | None:
             "options": definition.options,
         }
     return definition if isinstance(definition, Mapping) else None
+
+
+def bounds_of(entry: Entry) -> dict[str, Any]:
+    """The bound keys an entry was built with (none for an unbounded one), so that an Entry
+    handed back as a definition keeps its ``start``, ``end`` and ``max_runs``."""
+    start, end = entry.bounds
+    found: dict[str, Any] = {} if entry.max_runs is None else {"max_runs": entry.max_runs}
+    found.update(
+        (key, to_datetime(ms)) for key, ms in (("start", start), ("end", end)) if ms is not None
+    )
+    return found
 
 
 def build_entry(

@@ -549,8 +549,7 @@ class Scheduler(beat.Scheduler):
                 ),
             )
         except Abandoned:
-            self.__dict__.pop("producer", None)
-            self.__dict__.pop("connection", None)
+            self._drop_connection()
         back = settle(batch.settle(), self.watch, self.now_ms())
         if back:
             try:
@@ -637,11 +636,14 @@ class Scheduler(beat.Scheduler):
         try:
             self._broker_io.call(batch.run, give_up=give_up)
         except Abandoned:
-            # The stuck thread keeps the connection it is using; the next publish gets its own.
-            self.__dict__.pop("producer", None)
-            self.__dict__.pop("connection", None)
-            self.__dict__.pop("sink", None)
+            self._drop_connection()
         return batch.settle()
+
+    def _drop_connection(self) -> None:
+        """Leave a publish thread stuck on the broker with the connection it is using (and the
+        producer and batch sink on it); the next publish gets its own."""
+        for name in ("producer", "connection", "sink"):
+            self.__dict__.pop(name, None)
 
     def _settle(self, store: Store, settled: list[Settled[Entry]], now: int) -> None:
         """Move every entry on by its outcome; give back, in one call, the claims whose slot

@@ -55,6 +55,11 @@ class Controls(abc.ABC):
         later than the store's version, which means the store was emptied)."""
 
     @abc.abstractmethod
+    def controls_of(self, name: str) -> tuple[str | None, str | None]:
+        """``name``'s (definition, pause), None where nothing is stored: one name's records,
+        read without reading every other name's."""
+
+    @abc.abstractmethod
     def ask(self, trigger: str) -> int:
         """Queue a trigger; returns the new version."""
 

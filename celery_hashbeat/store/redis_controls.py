@@ -136,6 +136,12 @@ class RedisControls(Controls):
         }
         return Changes(version, records, bool(full), waiting)
 
+    def controls_of(self, name: str) -> tuple[str | None, str | None]:
+        with self._talking():
+            pipe = self._client.pipeline(transaction=False)
+            definition, pause = pipe.hget(self._defs, name).hget(self._paused, name).execute()
+        return definition, pause
+
     def ask(self, trigger: str) -> int:
         with self._talking():
             return int(self._run(self._ask, [self._version, self._triggers], [trigger]))

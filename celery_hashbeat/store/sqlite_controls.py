@@ -47,16 +47,23 @@ class SQLiteControls(Controls):
         )
         return version
 
+    def _records_of(self, db: sqlite3.Connection, name: str) -> tuple[str | None, str | None]:
+        row = db.execute(
+            "SELECT definition, pause FROM hashbeat_controls WHERE prefix = ? AND name = ?",
+            (self._prefix, name),
+        ).fetchone()
+        return (None, None) if row is None else (row[0], row[1])
+
+    def controls_of(self, name: str) -> tuple[str | None, str | None]:
+        with self._tx(write=False) as db:
+            return self._records_of(db, name)
+
     def edit(
         self, name: str, values: Mapping[str, str | None], require: bool | None = None
     ) -> int | None:
         check_values(values)
         with self._tx() as db:
-            row = db.execute(
-                "SELECT definition, pause FROM hashbeat_controls WHERE prefix = ? AND name = ?",
-                (self._prefix, name),
-            ).fetchone()
-            definition, pause = (None, None) if row is None else row
+            definition, pause = self._records_of(db, name)
             if require is not None and require != (definition is not None):
                 return None
             version = self._raise_version(db)

@@ -18,8 +18,10 @@ from celery.utils.nodenames import worker_direct
 
 from celery_hashbeat import Scheduler, control, hashcron
 from celery_hashbeat.admin import AdminError, ScheduleAdmin, UnknownEntryError
+from celery_hashbeat.entries import SharedSlots, as_definition, build_entry
 from celery_hashbeat.history import decode
 from celery_hashbeat.messages import slot_task_id
+from celery_hashbeat.settings import Settings
 from celery_hashbeat.slots import to_datetime
 
 from .conftest import Broker, Clock, run_for
@@ -307,3 +309,20 @@ def test_a_stored_entry_on_listed_workers_is_triggered_on_each_with_ids_of_its_o
     admin.remove("refresh")
     read(beat)
     assert not [name for name in beat.schedule if name.startswith("refresh")]
+
+
+def test_an_entry_handed_back_as_a_definition_keeps_its_bounds(app: Celery) -> None:
+    begin = to_datetime(START)
+    definition = {
+        "task": "t",
+        "schedule": EVERY_SECOND,
+        "start": begin,
+        "end": begin + timedelta(hours=1),
+        "max_runs": 3,
+    }
+    settings = Settings.from_conf(app.conf, warn=False)
+    shared = SharedSlots(app)
+    entry = build_entry("bounded", definition, settings, shared, START)
+    again = build_entry("bounded", as_definition(entry), settings, shared, START)
+    assert again.bounds == entry.bounds == (START, START + 3_600_000)
+    assert again.max_runs == 3 and again.same_as(entry)

@@ -85,3 +85,11 @@ def test_prefixes_keep_their_controls_apart(store: Store, connect: Callable[...,
     store.ask("t1")
     assert other.changes(0).records == {}
     assert other.triggers() == []
+
+
+def test_one_names_records_are_read_alone(store: Store) -> None:
+    store.edit("a", {DEFINITION: "d1", PAUSE: "p1"})
+    store.edit("b", {DEFINITION: "d2"})
+    assert store.controls_of("a") == ("d1", "p1")
+    assert store.controls_of("b") == ("d2", None)
+    assert store.controls_of("nobody") == (None, None)
