@@ -118,11 +118,13 @@ end
 """
 
 # Records the history it carries (ARGV[2] the cap, ARGV[3] how many history arguments follow),
-# then, under one lease check, claims each (entry, slot) whose slot is later than its fence, or
-# which this token already claimed (a retry after a lost reply), taking the run lease of a guarded
-# one as its mode says (store/base.py RunGuard) and counting each new claim in the run counts
-# (KEYS[5]); returns flat (entry, holder) pairs, holder "" unless another task held the run
-# lease, and "-" for a guarded entry left unclaimed for that reason.
+# then, under one lease check, claims each entry (its name, then "slot|mode|ttl|task|fingerprint")
+# whose slot is later than its fence, or which this token already claimed (a retry after a lost
+# reply), taking the run lease of a guarded one as its mode says (store/base.py RunGuard) and
+# counting each new claim in the run counts (KEYS[5]). Returns 0 if the lease is not the caller's,
+# else flat (entry, answer) pairs for the entries not simply claimed: "!" left unclaimed, the
+# holder's task if another task held the run lease, "-" and the holder for a guarded entry left
+# unclaimed for that reason (few answers, so a large claim costs little to read).
 CLAIM_SCRIPT = (
     PARSE_FENCE
     + RECORD_HISTORY
@@ -130,13 +132,15 @@ CLAIM_SCRIPT = (
 local start = 4 + tonumber(ARGV[3])
 record(KEYS[4], tonumber(ARGV[2]), 4, start - 1)
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
-  return {}
+  return 0
 end
 local result = {}
-for i = start, #ARGV, 6 do
-  local entry, mode, task = ARGV[i], ARGV[i + 3], ARGV[i + 4]
+for i = start, #ARGV, 2 do
+  local entry = ARGV[i]
+  local wanted_text, mode, ttl, task, fingerprint =
+    string.match(ARGV[i + 1], '^(%d+)|([^|]*)|(%d*)|([^|]*)|(.*)$')
   local slot, token = parse(redis.call('HGET', KEYS[2], entry))
-  local wanted = tonumber(ARGV[i + 1])
+  local wanted = tonumber(wanted_text)
   local mine = slot and tonumber(slot) == wanted and token == ARGV[1]
   if mine or not slot or wanted > tonumber(slot) then
     local holder = ''
@@ -144,7 +148,7 @@ for i = start, #ARGV, 6 do
       holder = redis.call('GET', KEYS[3] .. entry) or ''
       if holder == task then holder = '' end
       if holder == '' or mode == 'replace' then
-        redis.call('SET', KEYS[3] .. entry, task, 'PX', ARGV[i + 5])
+        redis.call('SET', KEYS[3] .. entry, task, 'PX', ttl)
       end
     end
     if mode == 'buffer_one' and holder ~= '' then
@@ -154,13 +158,18 @@ for i = start, #ARGV, 6 do
       if not mine then
         local previous = ''
         if slot then previous = (token == '' and 'a' or '') .. slot end
-        redis.call('HSET', KEYS[2], entry, ARGV[i + 1] .. '|' .. ARGV[1] .. '|' .. previous
-          .. '|' .. ARGV[i + 2])
+        redis.call('HSET', KEYS[2], entry, wanted_text .. '|' .. ARGV[1] .. '|' .. previous
+          .. '|' .. fingerprint)
         redis.call('HINCRBY', KEYS[5], entry, 1)
       end
-      result[#result + 1] = entry
-      result[#result + 1] = holder
+      if holder ~= '' then
+        result[#result + 1] = entry
+        result[#result + 1] = holder
+      end
     end
+  else
+    result[#result + 1] = entry
+    result[#result + 1] = '!'
   end
 end
 return result
@@ -518,10 +527,13 @@ class RedisStore(RedisControls, Store):
         for entry, (slot, fingerprint) in slots.items():
             guard = runs.get(entry)
             if guard is None:
-                args += (entry, int(slot), fingerprint, "", "", 0)
+                args += (entry, f"{int(slot)}||||{fingerprint}")
             else:
                 check_guard(guard)
-                args += (entry, int(slot), fingerprint, guard.mode, guard.task_id, guard.ttl_ms)
+                args += (
+                    entry,
+                    f"{int(slot)}|{guard.mode}|{guard.ttl_ms}|{guard.task_id}|{fingerprint}",
+                )
         keys = [self._leader, self._fired, self._running, self._history, self._runs]
         wanted = self._replication.replicas
         with self._talking():
@@ -531,24 +543,29 @@ class RedisStore(RedisControls, Store):
                 pipe = self._node().pipeline(transaction=False)
                 self._claim(keys=keys, args=args, client=pipe)
                 pipe.execute_command("WAIT", wanted, self._replication.timeout_ms)  # type: ignore[no-untyped-call]
-                flat, acked = pipe.execute()
+                answered, acked = pipe.execute()
             else:
-                flat, acked = self._run(self._claim, keys, args), 0
-        if flat and acked < wanted:
+                answered, acked = self._run(self._claim, keys, args), 0
+        if answered == 0:
+            return Claimed()  # the lease is not the caller's: nothing claimed
+        answers = dict(zip(answered[::2], answered[1::2], strict=True))
+        claimed = [
+            entry
+            for entry in slots
+            if answers.get(entry, "") != "!" and not answers.get(entry, "").startswith("-")
+        ]
+        if claimed and acked < wanted:
             # Not published: to the caller this is a claim whose reply was lost; retried, the
             # claim is recognised as its own and waited for again (DESIGN.md §10).
             raise StoreUnavailable(
-                f"Redis store {self.url}: a claim of {len(flat) // 2} slot(s) reached {acked} "
+                f"Redis store {self.url}: a claim of {len(claimed)} slot(s) reached {acked} "
                 f"replica(s) within {self._replication.timeout_ms} ms, not the {wanted} that "
                 "hashbeat_store_min_replicas asks for, so a failover could lose it; its slots are "
                 "not sent and the claim is retried (bring the replicas back, or lower "
                 "hashbeat_store_min_replicas)"
             )
-        pairs = list(zip(flat[::2], flat[1::2], strict=True))
-        return Claimed(
-            (entry for entry, holder in pairs if not holder.startswith("-")),
-            {entry: holder.removeprefix("-") for entry, holder in pairs if holder},
-        )
+        held = {entry: answer.removeprefix("-") for entry, answer in answers.items()}
+        return Claimed(claimed, {entry: holder for entry, holder in held.items() if holder != "!"})
 
     def unclaim(
         self, token: str, slots: Mapping[str, int], runs: Mapping[str, str] | None = None
