@@ -20,7 +20,7 @@ broker took, a nack one it may not have (kept as unknown, never sent twice), and
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import amqp
 from celery import signals
@@ -70,6 +70,13 @@ class FrameStencil:
 
     def signal_for(self, task_id: str, when: str) -> Signal:
         return signal_for(self.signal, self.task_id.decode(), task_id, when)
+
+
+class Frames(NamedTuple):
+    """One message's frames, and the (connection, channel) they were made for."""
+
+    channel: tuple[int, int]
+    data: bytes
 
 
 def coalescable(producer: Any) -> bool:
@@ -150,33 +157,32 @@ class AmqpWrites:
             publisher = Producer(self._confirms.channel, auto_declare=False)
         self._output = self._single(publisher)
 
-    def publish(self, message: Built) -> None:
+    def encode(self, message: Built) -> Frames:
+        """Publish the message as usual with the socket writes held back, and return its
+        frames (to ``put`` now or later, on the channel they name); keep them as the plan's
+        stencil if the plan allows one."""
         self._fresh()
         plan, body, encoded, headers, properties = message
-        transport, frames = self.transport, self._frames
-        mark = len(frames)
+        transport = self.transport
+        held: list[bytes] = []
         write = transport._write
         # py-amqp hands over a view of a buffer it reuses: keep a copy.
-        transport._write = lambda data: frames.append(bytes(data))
+        transport._write = lambda data: held.append(bytes(data))
         try:
             self._output.publish(message)
-        except BaseException:
-            del frames[mark:]  # no part of a message that failed half-way goes out
-            raise
         finally:
             transport._write = write
-        self._messages += 1
+        frames = Frames(self._channel(), b"".join(held))
         if encoded is not None and plan.expires is None and plan.stencil is None:
             signal = (headers, body) if signals.after_task_publish.receivers else None
-            sent = b"".join(frames[mark:])
             plan.stencil = FrameStencil.make(
-                properties["reply_to"], self._channel(), headers, sent, signal
+                properties["reply_to"], frames.channel, headers, frames.data, signal
             )
+        return frames
 
-    def repeat(self, plan: Plan, task_id: str, when: str, reply_to: str) -> FrameStencil | None:
-        """Add the frames of another slot made from the plan's stencil, and return it; None if
-        there is none that fits (made on another thread or channel, or without what
-        after_task_publish needs now)."""
+    def fill(self, plan: Plan, task_id: str, when: str, reply_to: str) -> Frames | None:
+        """Another slot's frames, made from the plan's stencil; None if there is none that fits
+        (made on another thread or channel, or without what after_task_publish needs now)."""
         self._fresh()
         stencil = plan.stencil
         if not isinstance(stencil, FrameStencil):
@@ -188,9 +194,17 @@ class AmqpWrites:
         ):
             plan.stencil = None  # the next message made in full makes a new one
             return None
-        self._frames.append(stencil.frames_for(task_id, when))
+        return Frames(stencil.channel, stencil.frames_for(task_id, when))
+
+    def put(self, frames: Frames) -> bool:
+        """Buffer a message's frames for the next ``flush``; False if they were made for a
+        channel this chunk is not on (a reconnect since)."""
+        self._fresh()
+        if frames.channel != self._channel():
+            return False
+        self._frames.append(frames.data)
         self._messages += 1
-        return stencil
+        return True
 
     def _channel(self) -> tuple[int, int]:
         channel = self._output.producer.channel

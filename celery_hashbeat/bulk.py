@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 from collections import deque
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from celery import signals
 from celery.app.routes import MapRoute
@@ -28,7 +28,7 @@ from celery.utils.nodenames import anon_nodename
 from kombu.serialization import dumps
 
 from celery_hashbeat.amqp_batch import AmqpWrites, coalescable
-from celery_hashbeat.messages import slot_headers
+from celery_hashbeat.messages import slot_headers, slot_iso, slot_task_id
 from celery_hashbeat.plans import Built, Defaults, Plan, make_plan, plannable
 from celery_hashbeat.redis_batch import RedisPipeline
 
@@ -54,6 +54,21 @@ def unsupported(producer: Any) -> str | None:
     if driver not in BATCH_DRIVERS:
         return f"does not know the {driver!r} transport (it knows {', '.join(BATCH_DRIVERS)})"
     return None
+
+
+#: Per message: its plan, task id and slot, and its headers and body for after_task_publish (no
+#: headers, and its stencil in place of the body, if it was made from one).
+Unsent = tuple[Plan, str, str, dict[str, Any] | None, Any]
+
+
+class Ready(NamedTuple):
+    """A slot's message made before it was due, for the plan and thread it was made for."""
+
+    slot: int
+    plan: Plan
+    reply_to: str
+    made: Any  # the output's own form (``RedisPipeline.encode``, ``AmqpWrites.encode``)
+    unsent: Unsent
 
 
 class ProducerOutput:
@@ -85,9 +100,6 @@ class ProducerOutput:
             **properties,
         )
 
-    def repeat(self, plan: Plan, task_id: str, when: str, reply_to: str) -> None:
-        return None
-
     def flush(self) -> list[BaseException | None]:
         return []
 
@@ -113,7 +125,7 @@ class BulkSink:
         self,
         app: Celery,
         producer: Any,
-        announce: Callable[[Entry, int], tuple[str, str]],
+        announce: Callable[[Entry, str, str], None],
         done: Callable[[Entry], None],
     ) -> None:
         self.app = app
@@ -125,10 +137,10 @@ class BulkSink:
         self._declared: set[int] = set()
         self._origin_of = (0, "")
         self._channel: Any = None
-        #: Per message not yet known sent: its plan, task id, slot, and headers and body (no
-        #: headers, and the stencil in place of the body, if it was made from one), for
-        #: ``after_task_publish``.
-        self._unsent: deque[tuple[Plan, str, str, dict[str, Any] | None, Any]] = deque()
+        #: The messages not yet known sent, in order, for ``after_task_publish``.
+        self._unsent: deque[Unsent] = deque()
+        #: Per entry, its next slot's message made ahead (``ready``).
+        self._ready: dict[str, Ready] = {}
         conf = app.conf
         self._off = bool(conf.task_always_eager or conf.task_send_sent_event)
         self._defaults = Defaults.of(app)
@@ -160,24 +172,78 @@ class BulkSink:
         self._next = plan
         return plan is None
 
+    def ready(self, entry: Entry, slot: int) -> None:
+        """Make the slot's message before it is due, so that only sending it is left at its
+        slot: the entry's plan, and the message itself unless a ``before_task_publish``
+        receiver must see it as it goes or it carries a time (``expires``) counted from then."""
+        if self.direct(entry):
+            return
+        plan, self._next = self._next, None
+        assert plan is not None
+        if self._output.immediate or plan.expires is not None:
+            return
+        if signals.before_task_publish.receivers:
+            return
+        task_id, when = slot_task_id(entry.name, slot), slot_iso(slot)
+        reply_to = self.app.thread_oid
+        made, unsent = self._make(entry, plan, task_id, when, reply_to)
+        self._ready[entry.name] = Ready(slot, plan, reply_to, made, unsent)
+
+    def forget_ready(self, before: int) -> None:
+        """Drop the messages made ahead for slots before ``before`` that were never staged (a
+        slot claimed by another beat, an entry paused or removed)."""
+        stale = [name for name, ready in self._ready.items() if ready.slot < before]
+        for name in stale:
+            del self._ready[name]
+
     def stage(self, entry: Entry, slot: int) -> None:
         plan, self._next = self._next, None
         assert plan is not None, "stage() follows direct() for the same entry"
-        task_id, when = self._announce(entry, slot)
         app = self.app
         reply_to = app.thread_oid
+        ready = self._ready.pop(entry.name, None)
+        if ready is not None and ready[:3] != (slot, plan, reply_to):
+            ready = None
+        if ready is None:
+            task_id, when = slot_task_id(entry.name, slot), slot_iso(slot)
+        else:
+            task_id, when = ready.unsent[1:3]
+        self._announce(entry, task_id, when)
         if not plan.ignore_result:
             app.backend.on_task_call(self.producer, task_id)
         self._declare(plan.destination.declare)
-        # Without a before_task_publish receiver nobody sees (or changes) the message before it
-        # goes: another slot's, with this slot's strings, is the same message.
-        stencil = None
-        if not signals.before_task_publish.receivers:
-            stencil = self._output.repeat(plan, task_id, when, reply_to)
-        if stencil is not None:
-            self._unsent.append((plan, task_id, when, None, stencil))
+        output = self._output
+        if isinstance(output, ProducerOutput):
+            built = self._build(entry, plan, task_id, when, reply_to)
+            output.publish(built)
+            self._unsent.append((plan, task_id, when, built.headers, built.body))
             return
-        headers, properties, body, _ = app.amqp.create_task_message(
+        if ready is not None and output.put(ready.made):
+            self._unsent.append(ready.unsent)
+            return
+        made, unsent = self._make(entry, plan, task_id, when, reply_to)
+        output.put(made)
+        self._unsent.append(unsent)
+
+    def _make(
+        self, entry: Entry, plan: Plan, task_id: str, when: str, reply_to: str
+    ) -> tuple[Any, Unsent]:
+        """The slot's message for a buffering output, and what ``sent`` needs of it. Without a
+        before_task_publish receiver nobody sees (or changes) the message before it goes:
+        another slot's, with this slot's strings, is the same message."""
+        output = cast("RedisPipeline | AmqpWrites", self._output)
+        made = None
+        if not signals.before_task_publish.receivers:
+            made = output.fill(plan, task_id, when, reply_to)
+        if made is not None:
+            return made, (plan, task_id, when, None, plan.stencil)
+        built = self._build(entry, plan, task_id, when, reply_to)
+        return output.encode(built), (plan, task_id, when, built.headers, built.body)
+
+    def _build(self, entry: Entry, plan: Plan, task_id: str, when: str, reply_to: str) -> Built:
+        """The slot's message made in full by Celery's ``create_task_message``, as
+        ``before_task_publish`` receivers see (and may change) it."""
+        headers, properties, body, _ = self.app.amqp.create_task_message(
             task_id,
             entry.task,
             plan.args,
@@ -215,8 +281,7 @@ class BulkSink:
             encoded = plan.encoded = dumps(body, plan.serializer)
         else:
             encoded = plan.encoded  # the body is the same every slot: encoded once
-        self._output.publish(Built(plan, body, encoded, headers, properties))
-        self._unsent.append((plan, task_id, when, headers, body))
+        return Built(plan, body, encoded, headers, properties)
 
     def flush(self) -> list[BaseException | None]:
         try:

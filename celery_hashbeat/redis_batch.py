@@ -131,9 +131,10 @@ class RedisPipeline:
         self.producer = producer
         self._messages: list[list[Command]] = []
 
-    def publish(self, message: Built) -> None:
-        """Encode the message as ``Producer.publish`` would and collect kombu's commands for it;
-        keep them as the plan's stencil if the plan allows one."""
+    def encode(self, message: Built) -> list[Command]:
+        """Encode the message as ``Producer.publish`` would and collect kombu's commands for it
+        (to ``put`` now or later: they name no connection); keep them as the plan's stencil if
+        the plan allows one."""
         plan, body, encoded, headers, properties = message
         producer = self.producer
         channel = producer.channel
@@ -157,18 +158,17 @@ class RedisPipeline:
         collector = _Collector()
         name = exchange.name if isinstance(exchange, Exchange) else exchange
         channel.basic_publish(kombu_message, name, to.routing_key, _publish_batch=collector)
-        self._messages.append(collector.commands)
         if encoded is not None and plan.expires is None and plan.stencil is None:
             tag = kombu_message["properties"]["delivery_tag"]
             signal = (headers, body) if signals.after_task_publish.receivers else None
             plan.stencil = Stencil.make(
                 properties["reply_to"], headers, tag, collector.commands, signal
             )
+        return collector.commands
 
-    def repeat(self, plan: Plan, task_id: str, when: str, reply_to: str) -> Stencil | None:
-        """Collect the message of another slot from the plan's stencil, and return it; None if
-        there is none (or none fit: made on another thread, or without what after_task_publish
-        needs now)."""
+    def fill(self, plan: Plan, task_id: str, when: str, reply_to: str) -> list[Command] | None:
+        """Another slot's commands, made from the plan's stencil; None if there is none that
+        fits (made on another thread, or without what after_task_publish needs now)."""
         stencil: Stencil | None = plan.stencil
         if stencil is None:
             return None
@@ -177,8 +177,12 @@ class RedisPipeline:
         ):
             plan.stencil = None  # the next message made in full makes a new one
             return None
-        self._messages.append(stencil.commands_for(task_id, when))
-        return stencil
+        return stencil.commands_for(task_id, when)
+
+    def put(self, commands: list[Command]) -> bool:
+        """Buffer a message's commands for the next ``flush`` (always possible on Redis)."""
+        self._messages.append(commands)
+        return True
 
     def flush(self) -> list[BaseException | None]:
         """Send the buffered messages in one pipeline; per message, None if the broker took it,

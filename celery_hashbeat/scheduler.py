@@ -19,6 +19,7 @@ from celery import beat
 from celery.exceptions import ImproperlyConfigured
 from celery.utils.log import get_logger
 
+from celery_hashbeat.ahead import MARGIN_MS, Ahead
 from celery_hashbeat.background import Abandoned, Guarded, Runner
 from celery_hashbeat.bounds import EntryFinished
 from celery_hashbeat.bulk import BulkSink, unsupported
@@ -134,6 +135,8 @@ class Scheduler(beat.Scheduler):
         self._parked: dict[str, Entry] = {}
         #: Entry -> (task id, publish time in ms) of the slot now being published.
         self._published: dict[str, tuple[str, int]] = {}
+        #: How far ahead of their slots messages were made.
+        self._ahead = Ahead()
         #: A publish waiting longer than this for the broker is left behind (seconds).
         self.publish_timeout = max(self.settings.lease_ttl, PUBLISH_TIMEOUT)
         filename = kwargs.get("schedule_filename")
@@ -265,6 +268,10 @@ class Scheduler(beat.Scheduler):
         # While the store does not answer, only the lease's backed-off calls try it.
         if self._store is not None and lease.answering and time.monotonic() >= self._controls.due:
             self._poll_controls(self._store)
+        # What is due goes before a renewal that falls on the same instant, while the lease
+        # surely holds.
+        if lease.leader and time.monotonic() < lease.held_until:
+            self._dispatch_due()
         if time.monotonic() >= lease.due:
             self._maintain()
         queue = self._queue
@@ -272,13 +279,24 @@ class Scheduler(beat.Scheduler):
             self._take_census()
         if lease.leader and self._balance_shared != self._balancer.version:
             self._share_balance()
-        if lease.leader and queue and queue[0][0] <= self.now_ms():
-            self._dispatch(self.now_ms())
+        if lease.leader:
+            self._dispatch_due()  # what a new leader found due
+        if lease.leader and queue:
+            self._make_ahead(queue[0][0])
         wake = min(lease.due, self._controls.due) if lease.answering else lease.due
         wait = wake - time.monotonic()
         if lease.leader and queue:
-            wait = min(wait, (queue[0][0] - self.now_ms()) / 1000)
+            # Woken at the slot itself (not at the millisecond before it), or before it to make
+            # its messages.
+            head = queue[0][0]
+            wake_ms = head if self._broker_outage is not None else self._ahead.wake_at(head)
+            wait = min(wait, wake_ms / 1000 - self.clock())
         return max(0.0, min(wait, self.max_wait))
+
+    def _dispatch_due(self) -> None:
+        queue = self._queue
+        if queue and queue[0][0] <= self.now_ms():
+            self._dispatch(self.now_ms())
 
     def should_sync(self) -> bool:
         """Never: everything worth keeping is in the store already."""
@@ -335,6 +353,7 @@ class Scheduler(beat.Scheduler):
         self._queue = queue
         self._parked.clear()
         self._owed.clear()
+        self._ahead.reset()
         self._controls.due = 0.0  # the next tick sends the triggers that waited for a leader
         logger.debug("beat: leading %d entries (%d forgotten)", len(queue), len(gone))
 
@@ -562,6 +581,54 @@ class Scheduler(beat.Scheduler):
         BEAT_LOGGER.info("Scheduler: Sending triggered task %s (%s)", entry.name, entry.task)
         send_slot(self.app, self.producer, entry, task_id, slot_iso(asked), trigger=True)
 
+    def _make_ahead(self, head: int) -> None:
+        """While nothing is due, make the messages of the slots due next (see ``ahead``); with
+        time to spare, write the history waiting rather than send it with the next claim."""
+        now = self.now_ms()
+        if not self._ahead.due(head, now) or self._broker_outage is not None:
+            return
+        sink = self.sink
+        if sink is None:
+            self._ahead.skip(now)  # nothing can be made ahead: woken at the slot
+            return
+        slots = self._ahead.take(self._queue, now)
+        store = self._store
+        if store is not None and head - now > self._ahead.window_ms // 2 and self.watch.outbox:
+            history = self.watch.outbox.drain()
+            try:
+                store.record(history)
+            except Exception as exc:
+                self._lease.failed(exc, time.monotonic())
+                return
+        deadline = head - MARGIN_MS
+
+        def make() -> None:
+            self._connect()
+            sink.forget_ready(now)
+            for entry, slot in slots:
+                if self.now_ms() >= deadline:
+                    return
+                try:
+                    sink.ready(entry, slot)
+                except self.transient_errors:
+                    raise
+                except Exception:  # made again at its slot, where it is reported
+                    continue
+
+        began = time.monotonic()
+        try:
+            self._broker_io.call(
+                make,
+                give_up=lambda: (
+                    self._stop.overdue() or time.monotonic() - began > self.publish_timeout
+                ),
+            )
+        except Abandoned:
+            self._drop_connection()
+        except Exception:
+            # The broker is not answering: the slots' own publish says so, and retries.
+            logger.debug("beat: could not make messages ahead", exc_info=True)
+
     def _dispatch(self, now: int) -> None:
         """Claim every due slot (up to BATCH) in one store call; publish only what was claimed;
         give back, in one more call, what could not go out."""
@@ -644,6 +711,7 @@ class Scheduler(beat.Scheduler):
         producer and batch sink on it); the next publish gets its own."""
         for name in ("producer", "connection", "sink"):
             self.__dict__.pop(name, None)
+        self._ahead.reset()
 
     def _settle(self, store: Store, settled: list[Settled[Entry]], now: int) -> None:
         """Move every entry on by its outcome; give back, in one call, the claims whose slot
@@ -742,14 +810,14 @@ class Scheduler(beat.Scheduler):
         )
 
     def _send_slot(self, entry: Entry, slot: int) -> None:
-        task_id, when = self._announce(entry, slot)
+        task_id, when = slot_task_id(entry.name, slot), slot_iso(slot)
+        self._announce(entry, task_id, when)
         self.send(entry, task_id, when)
         self._sent(entry)
 
-    def _announce(self, entry: Entry, slot: int) -> tuple[str, str]:
+    def _announce(self, entry: Entry, task_id: str, when: str) -> None:
         """What comes before a slot's message: revoking the run it replaces, the log line, and
-        noting when it went; its task id and ``hashbeat_slot``."""
-        when = slot_iso(slot)
+        noting when it went."""
         replaced = self._overlaps.replacing.get(entry.name)
         if replaced is not None:
             logger.info(
@@ -759,9 +827,7 @@ class Scheduler(beat.Scheduler):
         BEAT_LOGGER.info(
             "Scheduler: Sending due task %s (%s) slot %s", entry.name, entry.task, when
         )
-        task_id = slot_task_id(entry.name, slot)
         self._published[entry.name] = (task_id, self.now_ms())
-        return task_id, when
 
     def _sent(self, entry: Entry) -> None:
         # Kept until the slot went out: a slot given back and sent again revokes again.
