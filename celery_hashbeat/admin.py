@@ -15,6 +15,7 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
+from celery_hashbeat.building import as_definition, build_entry
 from celery_hashbeat.definitions import (
     STORED_KEYS,
     DefinitionError,
@@ -28,10 +29,11 @@ from celery_hashbeat.definitions import (
     encode_trigger,
     schedule_data,
 )
-from celery_hashbeat.entries import EntryError, SharedSlots, as_definition, build_entry
+from celery_hashbeat.entries import EntryError
 from celery_hashbeat.history import Record
 from celery_hashbeat.history import decode as decode_record
 from celery_hashbeat.settings import Settings
+from celery_hashbeat.sharing import SharedSlots
 from celery_hashbeat.slots import ScheduleEnded
 from celery_hashbeat.store import open_store
 from celery_hashbeat.store.controls import DEFINITION, PAUSE

@@ -16,7 +16,7 @@ import json
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any, NamedTuple
 
-from celery_hashbeat.entries import as_definition
+from celery_hashbeat.building import as_definition
 from celery_hashbeat.expr import CronSyntaxError
 from celery_hashbeat.expr.balance import Term, assign, shape_of, terms_of
 from celery_hashbeat.expr.seeding import Key

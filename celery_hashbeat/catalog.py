@@ -14,8 +14,10 @@ from typing import TYPE_CHECKING, Any
 from celery.utils.log import get_logger
 
 from celery_hashbeat.balancing import Balancer
-from celery_hashbeat.entries import Entry, EntryError, SharedSlots, build_entry, schedule_digest
+from celery_hashbeat.building import build_entry
+from celery_hashbeat.entries import Entry, EntryError
 from celery_hashbeat.fanout import FanOut
+from celery_hashbeat.sharing import SharedSlots, schedule_digest
 
 if TYPE_CHECKING:
     from celery import Celery

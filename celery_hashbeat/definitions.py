@@ -24,7 +24,7 @@ from typing import Any, NamedTuple, cast
 
 from celery.schedules import crontab, schedule, solar
 
-from celery_hashbeat.entries import KNOWN_KEYS
+from celery_hashbeat.building import KNOWN_KEYS
 from celery_hashbeat.schedules import hashcron, hashinterval
 
 CRONTAB_FIELDS = ("minute", "hour", "day_of_week", "day_of_month", "month_of_year")

@@ -18,11 +18,13 @@ from celery.app.utils import find_app
 from celery.bin.base import CLIContext
 
 from ..balancing import Balancer
-from ..entries import Entry, EntryError, SharedSlots, build_entry
+from ..building import build_entry
+from ..entries import Entry, EntryError
 from ..expr import CronSyntaxError
 from ..expr.zones import load_zone
 from ..fanout import FanOut, fan_out, fanned_nodes, sub_name
 from ..settings import DEFAULT_KEY_PREFIX, Settings
+from ..sharing import SharedSlots
 from ..store import Store, StoreConfigError, StoreError, open_store
 from .output import SetupError, StoreFailure
 

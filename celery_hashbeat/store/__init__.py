@@ -12,8 +12,8 @@ from .base import (
     StoreError,
     StoreUnavailable,
 )
-from .redis import SCHEMES as REDIS_SCHEMES
 from .redis import RedisStore
+from .redis_connect import SCHEMES as REDIS_SCHEMES
 from .sqlite import SQLiteStore
 
 __all__ = [

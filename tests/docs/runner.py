@@ -47,10 +47,10 @@ from celery import Celery
 from celery.exceptions import FixupWarning
 from celery.utils.imports import load_extension_class_names, symbol_by_name
 
-import celery_hashbeat.store.redis as redis_store
 from celery_hashbeat import Scheduler
 from celery_hashbeat.fanout import EVERY_WORKER, sub_name
 from celery_hashbeat.settings import DEFAULT_STORE_URL, Settings
+from celery_hashbeat.store import redis_connect
 
 from .markdown import Block, YamlError, blocks, load_yaml
 
@@ -111,8 +111,8 @@ class DocRun:
     def _sandbox(self) -> Iterator[None]:
         """The file's scratch directory as cwd, and the process left as it was found."""
         cwd, environ, modules = Path.cwd(), dict(os.environ), set(sys.modules)
-        path_class = redis_store.Path
-        redis_store.Path = self._certificate_path()  # type: ignore[misc]
+        path_class = redis_connect.Path
+        redis_connect.Path = self._certificate_path()  # type: ignore[misc]
         os.chdir(self.workdir)
         sys.path.insert(0, str(self.workdir))
         try:
@@ -129,7 +129,7 @@ class DocRun:
                 origin = getattr(sys.modules[name], "__file__", None) or ""
                 if name in ("django", "django.conf") or origin.startswith(str(self.workdir)):
                     del sys.modules[name]
-            redis_store.Path = path_class  # type: ignore[misc]
+            redis_connect.Path = path_class  # type: ignore[misc]
 
     def _certificate_path(self) -> type[Path]:
         named = self.certificates

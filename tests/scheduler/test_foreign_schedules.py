@@ -17,8 +17,10 @@ from celery import Celery
 from celery.schedules import BaseSchedule, schedstate
 
 from celery_hashbeat import Scheduler, slots
-from celery_hashbeat.entries import EntryError, SharedSlots, build_entry
+from celery_hashbeat.building import build_entry
+from celery_hashbeat.entries import EntryError
 from celery_hashbeat.settings import Settings
+from celery_hashbeat.sharing import SharedSlots
 from celery_hashbeat.slots import DerivedSlots, ScheduleTooSlow, private_copy, to_datetime, to_ms
 
 from .conftest import T0, Broker, Clock, ticks

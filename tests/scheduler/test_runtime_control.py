@@ -18,10 +18,11 @@ from celery.utils.nodenames import worker_direct
 
 from celery_hashbeat import Scheduler, control, hashcron
 from celery_hashbeat.admin import AdminError, ScheduleAdmin, UnknownEntryError
-from celery_hashbeat.entries import SharedSlots, as_definition, build_entry
+from celery_hashbeat.building import as_definition, build_entry
 from celery_hashbeat.history import decode
 from celery_hashbeat.messages import slot_task_id
 from celery_hashbeat.settings import Settings
+from celery_hashbeat.sharing import SharedSlots
 from celery_hashbeat.slots import to_datetime
 
 from .conftest import Broker, Clock, run_for

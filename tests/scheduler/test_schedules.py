@@ -12,8 +12,8 @@ from celery.beat import ScheduleEntry
 from celery.schedules import BaseSchedule
 
 from celery_hashbeat import CronSyntaxError, hashcron, hashinterval, parse
-from celery_hashbeat.entries import SharedSlots
 from celery_hashbeat.expr.seeding import draw
+from celery_hashbeat.sharing import SharedSlots
 from celery_hashbeat.slots import to_ms
 
 UTC = timezone.utc

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from redbeat.schedules import rrule
 
 from celery_hashbeat import parse
-from celery_hashbeat.entries import ALL_CAP, Entry, SharedSlots
+from celery_hashbeat.entries import ALL_CAP, Entry
+from celery_hashbeat.sharing import SharedSlots
 from celery_hashbeat.slots import (
     ChainSlots,
     CronSlots,
