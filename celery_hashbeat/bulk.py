@@ -186,6 +186,7 @@ class BulkSink:
             return
         task_id, when = slot_task_id(entry.name, slot), slot_iso(slot)
         reply_to = self.app.thread_oid
+        self._declare(plan.destination.declare)  # routed now: its queue's bindings must exist
         made, unsent = self._make(entry, plan, task_id, when, reply_to)
         self._ready[entry.name] = Ready(slot, plan, reply_to, made, unsent)
 

@@ -160,6 +160,22 @@ def beat(shop: Celery, schedulers: Callable[..., Scheduler], clock: Clock) -> It
     yield scheduler
 
 
+def assert_same_messages(
+    ours: dict[str, list[dict[str, Any]]], theirs: dict[str, list[dict[str, Any]]], prefix: str
+) -> None:
+    """The same messages on the same queues, field by field."""
+    assert sorted(ours) == sorted(theirs)
+    q = f"{prefix}-q"
+    queues = {key.split("\x06\x16")[0] for key in ours}  # a priority level's list is named so
+    assert queues == {q, f"{q}-other", f"{q}-routed", f"{q}-topic", f"{q}-prio"}
+    for key, messages in theirs.items():
+        assert len(ours[key]) == len(messages), key
+        for mine, expected in zip(ours[key], messages, strict=True):
+            for field in ("headers", "properties", "content-type", "content-encoding", "body"):
+                assert mine[field] == expected[field], (key, field)
+            assert mine["payload"] == expected["payload"]
+
+
 def publish_both_ways(
     beat: Scheduler, client: redis.Redis, prefix: str, receivers: tuple[str, ...]
 ) -> tuple[Any, Any]:
@@ -196,18 +212,44 @@ def test_the_batch_path_sends_what_apply_async_sends(
     stencils = {name for name, plan in sink._plans.items() if plan.stencil is not None}
     stenciled = set(beat_schedule("q")) - {"expiring", "countdown"}
     assert stencils == (stenciled if receivers == ("after",) else set())
-    assert sorted(batch) == sorted(single)
-    q = f"{key_prefix}-q"
-    queues = {key.split("\x06\x16")[0] for key in batch}  # a priority level's list is named so
-    assert queues == {q, f"{q}-other", f"{q}-routed", f"{q}-topic", f"{q}-prio"}
     assert sum(map(len, batch.values())) == 2 * len(beat.entries)
-    for key, messages in single.items():
-        assert len(batch[key]) == len(messages), key
-        for ours, theirs in zip(batch[key], messages, strict=True):
-            for field in ("headers", "properties", "content-type", "content-encoding", "body"):
-                assert ours[field] == theirs[field], (key, field)
-            assert ours["payload"] == theirs["payload"]
+    assert_same_messages(batch, single, key_prefix)
     # Per message, the receivers got the same; across messages, a batch fires the
     # after_task_publish of a chunk's messages once the chunk went out, not between them.
     assert per_message(batch_calls) == per_message(single_calls)
     assert len(batch_calls) == len(receivers) * 2 * len(beat.entries)
+
+
+def test_messages_made_ahead_of_their_slot_are_sent_at_it_as_apply_async_sends_them(
+    beat: Scheduler, broker: Any, key_prefix: str, clock: Clock
+) -> None:
+    """The leader wakes before a slot to make its messages (``ahead``): nothing goes out then,
+    and at the slot what goes out is what apply_async sends for it. A message whose expiry
+    counts from the send, or that goes through apply_async anyway, is made at the slot."""
+    sink = beat.sink
+    assert sink is not None
+    slot = int((T0 + 60) * 1000)
+    clock.now = T0 + 60 - 0.2
+    wait = beat.tick()
+    assert wait == pytest.approx(0.2)  # woken next at the slot itself
+    made_at_slot = {"expiring", "countdown", "celery.backend_cleanup"}  # the last: not due
+    assert set(beat.entries) >= made_at_slot
+    assert {name for name, ready in sink._ready.items() if ready.slot == slot} == (
+        set(beat.entries) - made_at_slot
+    )
+    assert drain(broker.client, key_prefix) == {}  # nothing sent before its slot
+    clock.now = T0 + 60
+    with Recorded(("after",)) as recorded:
+        beat.tick()
+    ahead = drain(broker.client, key_prefix)
+    assert sink._ready == {}  # every message made ahead was used
+    sent = {m["headers"]["hashbeat_entry"] for messages in ahead.values() for m in messages}
+    assert sent == set(beat.entries) - {"celery.backend_cleanup"}  # not due at this minute
+    beat.__dict__["sink"] = None  # the same slots through apply_async, on the same thread
+    with Recorded(("after",)) as recorded_single:
+        # In the order the tick sent them: the order the entries were added in.
+        beat._publish_batch(
+            [(entry, slot) for entry in beat.entries.values() if entry.name in sent]
+        )
+    assert_same_messages(ahead, drain(broker.client, key_prefix), key_prefix)
+    assert per_message(recorded.calls) == per_message(recorded_single.calls)
