@@ -154,6 +154,11 @@ class BulkSink:
         return output_for(self.producer)
 
     @property
+    def kept(self) -> int:
+        """How many plans are kept (each as long as its entry lives)."""
+        return len(self._plans)
+
+    @property
     def immediate(self) -> bool:
         return self._output.immediate
 

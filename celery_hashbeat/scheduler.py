@@ -8,7 +8,6 @@ and publishes only what it claimed (DESIGN.md §5), with a task id derived from 
 
 from __future__ import annotations
 
-import gc
 import logging
 import time
 from functools import cached_property
@@ -24,6 +23,7 @@ from celery_hashbeat.background import Abandoned, Guarded, Runner
 from celery_hashbeat.bounds import EntryFinished
 from celery_hashbeat.bulk import BulkSink, unsupported
 from celery_hashbeat.catalog import Catalog
+from celery_hashbeat.collector import Freezer, building
 from celery_hashbeat.compat import (
     BEAT_LOGGER,
     LiveSchedule,
@@ -137,6 +137,8 @@ class Scheduler(beat.Scheduler):
         self._published: dict[str, tuple[str, int]] = {}
         #: How far ahead of their slots messages were made.
         self._ahead = Ahead()
+        #: Keeps the collector's full passes off the plans made as entries are first sent.
+        self._freezer = Freezer()
         #: A publish waiting longer than this for the broker is left behind (seconds).
         self.publish_timeout = max(self.settings.lease_ttl, PUBLISH_TIMEOUT)
         filename = kwargs.get("schedule_filename")
@@ -166,22 +168,12 @@ class Scheduler(beat.Scheduler):
 
     def setup_schedule(self) -> None:
         """Load (or reload) beat_schedule and Celery's default entries, then open the store."""
-        collecting = gc.isenabled()
-        # Building a million entries makes only objects that live as long as the process: the
-        # collector's passes over them would find nothing to free. Frozen once built (before the
-        # collector runs again, or its first pass would walk them all), they stay out of its
-        # full passes too, which spares the beat pauses of tens of milliseconds.
-        gc.disable()
-        try:
+        with building():
             self.merge_inplace(self.app.conf.beat_schedule)
             self.install_default_entries(self.entries)
             self._lease.schedule_digest = self._catalog.digest()
             warn_unreachable_leases(self.entries.values(), self.settings.store_url)
             warn_differences(self.entries.values(), self.settings)
-            gc.freeze()
-        finally:
-            if collecting:
-                gc.enable()
         if self._fanout.subs and not self.app.conf.worker_direct:
             logger.warning(
                 "beat: entries with 'workers' are sent to each worker's direct queue, which "
@@ -592,8 +584,11 @@ class Scheduler(beat.Scheduler):
             self._ahead.skip(now)  # nothing can be made ahead: woken at the slot
             return
         slots = self._ahead.take(self._queue, now)
+        spare = head - now > self._ahead.window_ms // 2
+        if spare:
+            self._freezer.grown(sink.kept)
         store = self._store
-        if store is not None and head - now > self._ahead.window_ms // 2 and self.watch.outbox:
+        if store is not None and spare and self.watch.outbox:
             history = self.watch.outbox.drain()
             try:
                 store.record(history)
