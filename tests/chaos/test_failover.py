@@ -81,10 +81,18 @@ def assert_clean_finish(chaos: Cluster) -> None:
     assert not found, f"{len(found)} problem(s):\n" + "\n".join(found[:20]) + more
 
 
-def test_leader_faults(cluster: MakeCluster, private_redis: RedisProcess, store_url: str) -> None:
+def test_leader_faults_then_a_store_outage(
+    cluster: MakeCluster, private_redis: RedisProcess, store_url: str
+) -> None:
     """SIGKILL the leader three times, freeze one past its lease, SIGTERM one; a supervisor
     replaces the dead. Each time a standby takes over in time, and nothing is enqueued twice or
-    lost, not even by the frozen leader when it wakes."""
+    lost, not even by the frozen leader when it wakes. Then the same beats live through an
+    outage of their store (``redis_restart_and_pause`` on Redis, ``sqlite_store_locked`` on
+    SQLite): every beat, the once-frozen one too, keeps running and the record stays clean.
+
+    (One run per store proves what test_leader_faults and test_redis_restart_and_pause /
+    test_sqlite_store_locked proved apart: they started the same three beats on the same store.)
+    """
     chaos = start(cluster, private_redis, store_url)
 
     for _ in range(3):
@@ -103,57 +111,44 @@ def test_leader_faults(cluster: MakeCluster, private_redis: RedisProcess, store_
     assert stopped.wait(EXIT_BOUND) == 0, f"{stopped!r} did not exit 0 within {EXIT_BOUND}s"
     chaos.gone(stopped)
 
-    chaos.steady()
-    time.sleep(2)
+    if store_url == private_redis.url:
+        redis_restart_and_pause(chaos, private_redis)
+        outage = "a store outage"
+    else:
+        sqlite_store_locked(chaos, Path(store_url.removeprefix("sqlite:///")))
+        outage = "a locked store"
     assert frozen.alive, "a beat that lost its lease while frozen must stand by, not exit"
-    assert_clean_finish(chaos)
+    finish_after_outage(chaos, outage)
 
 
-def test_redis_restart_and_pause(cluster: MakeCluster, private_redis: RedisProcess) -> None:
+def redis_restart_and_pause(chaos: Cluster, server: RedisProcess) -> None:
     """The Redis that is both store and broker dies and comes back empty, then hangs for longer
     than the lease. The beats keep running, resume enqueueing on their own, and never enqueue a
     slot twice; across the hang (the store kept its memory) no slot is lost."""
-    chaos = start(cluster, private_redis, private_redis.url)
-
     chaos.steady()
     chaos.quiet_moment()
     down = chaos.note("redis-server SIGKILL")
-    private_redis.kill()
+    server.kill()
     chaos.wipes.append(down)  # no persistence: the restarted server remembers nothing
     time.sleep(2)
-    private_redis.start()
+    server.start()
     up = chaos.note("redis-server restarted, empty")
     assert chaos.enqueued_after(up, timeout=30) is not None, "no enqueue after Redis came back"
 
     chaos.steady()
     chaos.quiet_moment()
     chaos.note("redis-server SIGSTOP")
-    private_redis.pause()
+    server.pause()
     time.sleep(TTL + 1.5)
-    private_redis.resume()
+    server.resume()
     up = chaos.note("redis-server SIGCONT")
     assert chaos.enqueued_after(up, timeout=30) is not None, "no enqueue after Redis woke up"
 
-    finish_after_outage(chaos, "a store outage")
 
-
-def finish_after_outage(chaos: Cluster, outage: str) -> None:
-    """Every beat lived through the outage, and the record is clean once they settle."""
-    chaos.steady()
-    time.sleep(2)
-    assert all(beat.alive for beat in chaos.beats), f"a beat exited over {outage}"
-    assert_clean_finish(chaos)
-
-
-def test_sqlite_store_locked(
-    cluster: MakeCluster, private_redis: RedisProcess, tmp_path: Path
-) -> None:
+def sqlite_store_locked(chaos: Cluster, path: Path) -> None:
     """Another process holds the SQLite store's write lock for longer than the lease (a backup,
     a stuck tool). The beats stand by, take over again once it is free, and catch up every
     missed slot exactly once."""
-    path = tmp_path / "store.sqlite"
-    chaos = start(cluster, private_redis, f"sqlite:///{path}")
-
     chaos.steady()
     chaos.quiet_moment()
     locker = sqlite3.connect(path, timeout=10, isolation_level=None)
@@ -167,7 +162,13 @@ def test_sqlite_store_locked(
     free = chaos.note("store lock released")
     assert chaos.enqueued_after(free, timeout=30) is not None, "no enqueue after the lock was freed"
 
-    finish_after_outage(chaos, "a locked store")
+
+def finish_after_outage(chaos: Cluster, outage: str) -> None:
+    """Every beat lived through the outage, and the record is clean once they settle."""
+    chaos.steady()
+    time.sleep(2)
+    assert all(beat.alive for beat in chaos.beats), f"a beat exited over {outage}"
+    assert_clean_finish(chaos)
 
 
 def test_sigterm_during_a_burst_loses_nothing(

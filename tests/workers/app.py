@@ -54,13 +54,13 @@ def overlap_schedule() -> dict[str, dict[str, Any]]:
 
 
 def fanout_schedule() -> dict[str, dict[str, Any]]:
-    """One entry on every live worker, one on a listed worker only; each every 5 s at the
+    """One entry on every live worker, one on a listed worker only; each every 3 s at the
     second its key hashes to."""
     return {
-        "fan-all": {"task": "workers.run", "schedule": hashcron("H/5 * * * * *"), "workers": "*"},
+        "fan-all": {"task": "workers.run", "schedule": hashcron("H/3 * * * * *"), "workers": "*"},
         "fan-listed": {
             "task": "workers.run",
-            "schedule": hashcron("H/5 * * * * *"),
+            "schedule": hashcron("H/3 * * * * *"),
             "workers": ["w1@hashbeat-test"],
         },
     }

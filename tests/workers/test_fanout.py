@@ -2,7 +2,7 @@
 
 Two beats share a private redis-server (broker and store) with real prefork workers started with
 distinct ``-n`` names and ``worker_direct=True``. "fan-all" (``"workers": "*"``) and "fan-listed"
-(``["w1@hashbeat-test"]``) run ``H/5 * * * * *``: each copy every 5 s at the second its own key
+(``["w1@hashbeat-test"]``) run ``H/3 * * * * *``: each copy every 3 s at the second its own key
 hashes to. A third worker joins, the second leaves, the leading beat is killed; the tasks' own
 record says who ran what and when.
 """
@@ -26,11 +26,11 @@ from tests.workers.scenario import Run, Scenario
 pytestmark = pytest.mark.slow
 
 W1, W2, W3 = (f"w{n}@hashbeat-test" for n in (1, 2, 3))
-PERIOD = 5
+PERIOD = 3
 
 
 def expected_second(key: str) -> int:
-    """The first second of ``H/5`` in the seconds field for ``key``, by DESIGN.md §3."""
+    """The first second of ``H/3`` in the seconds field for ``key``, by DESIGN.md §3."""
     digest = hashlib.sha256(key.encode() + b"\x1fsecond\x1f0").digest()
     return int.from_bytes(digest[:8], "big") % PERIOD
 
@@ -113,7 +113,7 @@ def strike_between_slots(scenario: Scenario) -> None:
     ticks, as the chaos suite does."""
     keys = [f"fan-all@{W1}", f"fan-all@{W3}", f"fan-listed@{W1}"]
     now = datetime.now(timezone.utc)
-    slots = [parse("H/5 * * * * *", key).next(now).timestamp() for key in keys]
+    slots = [parse("H/3 * * * * *", key).next(now).timestamp() for key in keys]
     moment = time.time() + 0.05
     while any(abs(moment - slot) < 0.3 for slot in slots):
         moment += 0.05
