@@ -56,8 +56,8 @@ def unsupported(producer: Any) -> str | None:
     return None
 
 
-#: Per message: its plan, task id and slot, and its headers and body for after_task_publish (no
-#: headers, and its stencil in place of the body, if it was made from one).
+#: Per message: its plan, task id and slot, and its headers and body for after_task_publish (None
+#: and None if it had no receivers when the message was made).
 Unsent = tuple[Plan, str, str, dict[str, Any] | None, Any]
 
 
@@ -208,8 +208,11 @@ class BulkSink:
         app = self.app
         reply_to = app.thread_oid
         ready = self._ready.pop(entry.name, None)
-        if ready is not None and ready[:3] != (slot, plan, reply_to):
-            ready = None
+        if ready is not None and (
+            ready[:3] != (slot, plan, reply_to)
+            or (ready.unsent[3] is None and signals.after_task_publish.receivers)
+        ):
+            ready = None  # made for another slot, plan or thread, or without what is wanted now
         if ready is None:
             task_id, when = slot_task_id(entry.name, slot), slot_iso(slot)
         else:
@@ -242,7 +245,9 @@ class BulkSink:
         if not signals.before_task_publish.receivers:
             made = output.fill(plan, task_id, when, reply_to)
         if made is not None:
-            return made, (plan, task_id, when, None, plan.stencil)
+            if signals.after_task_publish.receivers:  # what they get, made now too
+                return made, (plan, task_id, when, *plan.stencil.signal_for(task_id, when))
+            return made, (plan, task_id, when, None, None)
         built = self._build(entry, plan, task_id, when, reply_to)
         return output.encode(built), (plan, task_id, when, built.headers, built.body)
 
@@ -301,10 +306,8 @@ class BulkSink:
         self._output.discard()
 
     def sent(self, entry: Entry, slot: int) -> None:
-        plan, task_id, when, headers, body = self._unsent.popleft()
-        if signals.after_task_publish.receivers:
-            if headers is None:
-                headers, body = body.signal_for(task_id, when)  # made from this stencil
+        plan, _, _, headers, body = self._unsent.popleft()
+        if headers is not None and signals.after_task_publish.receivers:
             to = plan.destination
             signals.after_task_publish.send(
                 sender=entry.task,
