@@ -4,7 +4,8 @@ A beat's long-lived objects (its entries, and each entry's plan and message sten
 first slot) are never cyclic garbage, but the collector's full passes walk them all: at 10,000
 entries a pass took 50-70 ms, and one that fell on a slot made it that late. So they are frozen
 (``gc.freeze``: left out of every later pass) once built: the schedule at start-up, and the plans
-as they accumulate, from the idle time before a slot. Only what was made since is walked.
+made for the slots due next, in the idle time before them. A pass then walks only what was made
+since the last freeze.
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-#: The plans kept grow by this share (and at least ``FREEZE_STEP``) before they are frozen again.
-FREEZE_GROWTH = 0.1
-FREEZE_STEP = 100
+#: A pass over what was made since the last freeze takes a few milliseconds: it is made only with
+#: this much time left before the next slot (ms).
+PASS_ROOM_MS = 20
 
 
 @contextmanager
@@ -37,16 +38,16 @@ def building() -> Iterator[None]:
 
 
 class Freezer:
-    """Freezes the long-lived objects made while running, as their number grows."""
+    """Freezes the long-lived objects made while running, as they are made."""
 
     def __init__(self) -> None:
         self.frozen_at = 0
 
     def grown(self, kept: int) -> None:
-        """``kept`` long-lived things (plans) exist now: freeze them if enough are new. Called
-        when there is time: what was not frozen yet is collected first (a pass over only the
-        objects made since the last freeze), so that no garbage is frozen with them."""
-        if kept - self.frozen_at < max(FREEZE_STEP, int(self.frozen_at * FREEZE_GROWTH)):
+        """``kept`` long-lived things (plans) exist now: freeze them if any are new. Called when
+        there is time: what was not frozen yet is collected first (a pass over only the objects
+        made since the last freeze), so that no garbage is frozen with them."""
+        if kept <= self.frozen_at:
             return
         self.frozen_at = kept
         gc.collect()

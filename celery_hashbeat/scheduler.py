@@ -23,7 +23,7 @@ from celery_hashbeat.background import Abandoned, Guarded, Runner
 from celery_hashbeat.bounds import EntryFinished
 from celery_hashbeat.bulk import BulkSink, unsupported
 from celery_hashbeat.catalog import Catalog
-from celery_hashbeat.collector import Freezer, building
+from celery_hashbeat.collector import PASS_ROOM_MS, Freezer, building
 from celery_hashbeat.compat import (
     BEAT_LOGGER,
     LiveSchedule,
@@ -584,11 +584,8 @@ class Scheduler(beat.Scheduler):
             self._ahead.skip(now)  # nothing can be made ahead: woken at the slot
             return
         slots = self._ahead.take(self._queue, now)
-        spare = head - now > self._ahead.window_ms // 2
-        if spare:
-            self._freezer.grown(sink.kept)
         store = self._store
-        if store is not None and spare and self.watch.outbox:
+        if store is not None and head - now > self._ahead.window_ms // 2 and self.watch.outbox:
             history = self.watch.outbox.drain()
             try:
                 store.record(history)
@@ -623,6 +620,8 @@ class Scheduler(beat.Scheduler):
         except Exception:
             # The broker is not answering: the slots' own publish says so, and retries.
             logger.debug("beat: could not make messages ahead", exc_info=True)
+        if head - self.now_ms() > PASS_ROOM_MS:
+            self._freezer.grown(sink.kept)
 
     def _dispatch(self, now: int) -> None:
         """Claim every due slot (up to BATCH) in one store call; publish only what was claimed;

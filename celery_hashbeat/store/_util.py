@@ -68,8 +68,10 @@ GUARD_MODES = ("skip", "buffer_one", "replace")
 def check_guard(guard: RunGuard) -> RunGuard:
     """A RunGuard the stores can act on; anything else is a caller's bug."""
     check_ttl(guard.ttl_ms)
-    if guard.mode not in GUARD_MODES or not guard.task_id:
-        raise ValueError(f"a run guard needs a mode in {GUARD_MODES} and a task id, not {guard!r}")
+    if guard.mode not in GUARD_MODES or not guard.task_id or "|" in guard.task_id:
+        raise ValueError(
+            f"a run guard needs a mode in {GUARD_MODES} and a task id without '|', not {guard!r}"
+        )
     return guard
 
 

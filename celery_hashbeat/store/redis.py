@@ -228,16 +228,18 @@ class RedisStore(RedisControls, Store):
         runs = runs or {}
         recorded = _flat(history)
         args: list[str | int] = [token, HISTORY_CAP, len(recorded), *recorded]
+        records = []
         for entry, (slot, fingerprint) in slots.items():
             guard = runs.get(entry)
             if guard is None:
-                args += (entry, f"{int(slot)}||||{fingerprint}")
+                fields = f"{int(slot)}||||{fingerprint}"
             else:
                 check_guard(guard)
-                args += (
-                    entry,
-                    f"{int(slot)}|{guard.mode}|{guard.ttl_ms}|{guard.task_id}|{fingerprint}",
-                )
+                fields = f"{int(slot)}|{guard.mode}|{guard.ttl_ms}|{guard.task_id}|{fingerprint}"
+            name = entry.encode()
+            record = f"{len(name)}:{entry}{fields}"
+            records.append(f"{len(record.encode())}:{record}")
+        args.append("".join(records))
         keys = [self._leader, self._fired, self._running, self._history, self._runs]
         wanted = self._replication.replicas
         with self._talking():

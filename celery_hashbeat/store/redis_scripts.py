@@ -62,7 +62,9 @@ end
 """
 
 # Records the history it carries (ARGV[2] the cap, ARGV[3] how many history arguments follow),
-# then, under one lease check, claims each entry (its name, then "slot|mode|ttl|task|fingerprint")
+# then, under one lease check, claims each entry of the last argument (records of
+# "<bytes>:<entry bytes>:<entry>slot|mode|ttl|task|fingerprint", so that a large claim is one
+# argument to send and any name or fingerprint reads back whole)
 # whose slot is later than its fence, or which this token already claimed (a retry after a lost
 # reply), taking the run lease of a guarded one as its mode says (store/base.py RunGuard) and
 # counting each new claim in the run counts (KEYS[5]). Returns 0 if the lease is not the caller's,
@@ -79,10 +81,17 @@ if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return 0
 end
 local result = {}
-for i = start, #ARGV, 2 do
-  local entry = ARGV[i]
-  local wanted_text, mode, ttl, task, fingerprint =
-    string.match(ARGV[i + 1], '^(%d+)|([^|]*)|(%d*)|([^|]*)|(.*)$')
+local packed = ARGV[start]
+local at = 1
+while at <= #packed do
+  local colon = string.find(packed, ':', at, true)
+  local stop = colon + tonumber(string.sub(packed, at, colon - 1))
+  local named = string.find(packed, ':', colon + 1, true)
+  local name_end = named + tonumber(string.sub(packed, colon + 1, named - 1))
+  local entry = string.sub(packed, named + 1, name_end)
+  local wanted_text, mode, ttl, task, fingerprint = string.match(
+    string.sub(packed, name_end + 1, stop), '^(%d+)|([^|]*)|(%d*)|([^|]*)|(.*)$')
+  at = stop + 1
   local slot, token = parse(redis.call('HGET', KEYS[2], entry))
   local wanted = tonumber(wanted_text)
   local mine = slot and tonumber(slot) == wanted and token == ARGV[1]

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 
 from celery_hashbeat.store import BeatInfo, Store, StoreConfigError, open_store
-from celery_hashbeat.store.base import Fence
+from celery_hashbeat.store.base import Fence, RunGuard
 
 from .conftest import Backend
 
@@ -152,10 +152,15 @@ def test_claim_many_entries_in_one_call(store: Store) -> None:
 
 
 def test_entry_names_are_opaque(store: Store) -> None:
-    names = ["with space", "pipe|and:colon", "{braces}", "ünïcødé ✓", "", "-1"]
+    names = ["with space", "pipe|and:colon", "{braces}", "ünïcødé ✓", "", "-1", "12:3|\n4"]
     assert store.acquire("a", LONG)
     assert store.claim("a", fp(dict.fromkeys(names, 7))) == set(names)
     assert store.last_slots() == dict.fromkeys(names, 7)
+    # A guarded claim and any fingerprint read back whole too.
+    guards = {name: RunGuard("skip", f"task-{i}", LONG) for i, name in enumerate(names)}
+    assert store.claim("a", fp(dict.fromkeys(names, 8), "f|p:2"), guards) == set(names)
+    assert store.fences() == {name: Fence(8, "a", "f|p:2") for name in names}
+    assert store.running() == {name: guard.task_id for name, guard in guards.items()}
 
 
 def test_unclaim_restores_the_previous_fence(store: Store) -> None:
