@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import time
-from functools import cached_property
 from heapq import heapify, heappop, heappush
 from typing import TYPE_CHECKING, Any, cast
 
@@ -18,14 +17,12 @@ from celery import beat
 from celery.exceptions import ImproperlyConfigured
 from celery.utils.log import get_logger
 
-from celery_hashbeat.ahead import MARGIN_MS, Ahead
+from celery_hashbeat.ahead import Ahead
 from celery_hashbeat.background import Abandoned, Guarded, Runner
 from celery_hashbeat.bounds import EntryFinished
-from celery_hashbeat.bulk import BulkSink, unsupported
 from celery_hashbeat.catalog import Catalog
-from celery_hashbeat.collector import PASS_ROOM_MS, Freezer, building
+from celery_hashbeat.collector import Freezer, building
 from celery_hashbeat.compat import (
-    BEAT_LOGGER,
     LiveSchedule,
     apply_changes,
     serve_from,
@@ -37,7 +34,6 @@ from celery_hashbeat.entries import Entry, EntryError
 from celery_hashbeat.fanout import WorkerCensus
 from celery_hashbeat.http import HealthServer, PortInUse
 from celery_hashbeat.lease import Lease, new_token
-from celery_hashbeat.messages import send_slot, slot_iso, slot_task_id
 from celery_hashbeat.metrics import Metrics
 from celery_hashbeat.observe import Watch
 from celery_hashbeat.overlap import (
@@ -47,14 +43,13 @@ from celery_hashbeat.overlap import (
     run_guard,
     warn_unreachable_leases,
 )
-from celery_hashbeat.publishing import TRANSIENT_ERRORS, Batch, Bulk, Outcome, Settled
+from celery_hashbeat.sending import Sending
 from celery_hashbeat.settings import ConfigurationExit, Settings
 from celery_hashbeat.slots import ScheduleEnded, ScheduleTooSlow
 from celery_hashbeat.stopping import GRACE, StopRequests
 from celery_hashbeat.store import open_store
 from celery_hashbeat.store._util import mask_url
 from celery_hashbeat.store.base import StoreConfigError, StoreUnavailable
-from celery_hashbeat.triggers import Run, runs_of, settle
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -69,12 +64,6 @@ logger = get_logger(__name__)
 #: The most slots claimed in one store call; a larger backlog is drained over consecutive ticks.
 BATCH = 1000
 
-#: The most messages one broker round trip of a batch carries (one Redis pipeline).
-CHUNK = 500
-
-#: After a failed publish (its claim given back), the slot is retried this much later (ms).
-PUBLISH_RETRY_MS = 1000
-
 #: Celery's default ``--schedule`` file, which the beat command passes whether or not it was set.
 CELERY_SCHEDULE_FILE = "celerybeat-schedule"
 
@@ -82,7 +71,7 @@ CELERY_SCHEDULE_FILE = "celerybeat-schedule"
 PUBLISH_TIMEOUT = 5.0
 
 
-class Scheduler(beat.Scheduler):
+class Scheduler(Sending, beat.Scheduler):
     """A highly available beat scheduler for Celery, with hashed schedules and fenced enqueues."""
 
     def __init__(self, app: Celery, *args: Any, **kwargs: Any) -> None:
@@ -540,89 +529,6 @@ class Scheduler(beat.Scheduler):
                     self._plan(entry, now, entry.start, start, now)
                     heappush(self._queue, self._item(entry, now))
 
-    def _send_triggers(self, store: Store) -> None:
-        """Take the waiting triggers (under the lease) and send each once; give back those
-        that surely did not go out."""
-        try:
-            taken = store.take_triggers(self.token)
-        except Exception as exc:
-            self._lease.failed(exc, time.monotonic())
-            return
-        runs = runs_of(taken, self.entries, self._fanout.subs)
-        if not runs:
-            return
-        batch = Batch(runs, self._send_trigger, self.transient_errors, self._connect)
-        try:
-            self._broker_io.call(
-                batch.run,
-                give_up=lambda: (
-                    self._stop.overdue() or batch.in_flight_for() > self.publish_timeout
-                ),
-            )
-        except Abandoned:
-            self._drop_connection()
-        back = settle(batch.settle(), self.watch, self.now_ms())
-        if back:
-            try:
-                store.give_back_triggers(self.token, back)
-            except Exception as exc:
-                self._lease.failed(exc, time.monotonic())
-
-    def _send_trigger(self, run: Run, asked: int) -> None:
-        entry, _, task_id = run
-        BEAT_LOGGER.info("Scheduler: Sending triggered task %s (%s)", entry.name, entry.task)
-        send_slot(self.app, self.producer, entry, task_id, slot_iso(asked), trigger=True)
-
-    def _make_ahead(self, head: int) -> None:
-        """While nothing is due, make the messages of the slots due next (see ``ahead``); with
-        time to spare, write the history waiting rather than send it with the next claim."""
-        now = self.now_ms()
-        if not self._ahead.due(head, now) or self._broker_outage is not None:
-            return
-        sink = self.sink
-        if sink is None:
-            self._ahead.skip(now)  # nothing can be made ahead: woken at the slot
-            return
-        slots = self._ahead.take(self._queue, now)
-        store = self._store
-        if store is not None and head - now > self._ahead.window_ms // 2 and self.watch.outbox:
-            history = self.watch.outbox.drain()
-            try:
-                store.record(history)
-            except Exception as exc:
-                self._lease.failed(exc, time.monotonic())
-                return
-        deadline = head - MARGIN_MS
-
-        def make() -> None:
-            self._connect()
-            sink.forget_ready(now)
-            for entry, slot in slots:
-                if self.now_ms() >= deadline:
-                    return
-                try:
-                    sink.ready(entry, slot)
-                except self.transient_errors:
-                    raise
-                except Exception:  # made again at its slot, where it is reported
-                    continue
-
-        began = time.monotonic()
-        try:
-            self._broker_io.call(
-                make,
-                give_up=lambda: (
-                    self._stop.overdue() or time.monotonic() - began > self.publish_timeout
-                ),
-            )
-        except Abandoned:
-            self._drop_connection()
-        except Exception:
-            # The broker is not answering: the slots' own publish says so, and retries.
-            logger.debug("beat: could not make messages ahead", exc_info=True)
-        if head - self.now_ms() > PASS_ROOM_MS:
-            self._freezer.grown(sink.kept)
-
     def _dispatch(self, now: int) -> None:
         """Claim every due slot (up to BATCH) in one store call; publish only what was claimed;
         give back, in one more call, what could not go out."""
@@ -668,195 +574,6 @@ class Scheduler(beat.Scheduler):
         if len(claimed) < len(batch):
             self._lease.due = 0.0
             self._maintain()
-
-    def _publish_batch(self, slots: list[tuple[Entry, int]]) -> list[Settled[Entry]]:
-        """Publish on the helper thread; renew the lease while waiting, and cut the batch short
-        on a stop, a lost lease or a broker that stops answering."""
-        sink = self.sink
-        batch: Batch[Entry]
-        if sink is None:
-            batch = Batch(slots, self._send_slot, self.transient_errors, self._connect)
-        else:
-            batch = Bulk(slots, sink, self._send_slot, self.transient_errors, self._connect, CHUNK)
-
-        def give_up() -> bool:
-            if self._stop.requested:
-                batch.cancel()
-                return self._stop.overdue()
-            if batch.in_flight_for() > self.publish_timeout:
-                logger.error(
-                    "beat: the broker has not answered a publish for %.0fs; leaving it behind "
-                    "(its slot may or may not arrive) and retrying the rest on a new connection",
-                    self.publish_timeout,
-                )
-                return True
-            if time.monotonic() >= self._lease.due:
-                self._maintain()
-            return not self._lease.leader
-
-        try:
-            self._broker_io.call(batch.run, give_up=give_up)
-        except Abandoned:
-            self._drop_connection()
-        return batch.settle()
-
-    def _drop_connection(self) -> None:
-        """Leave a publish thread stuck on the broker with the connection it is using (and the
-        producer and batch sink on it); the next publish gets its own."""
-        for name in ("producer", "connection", "sink"):
-            self.__dict__.pop(name, None)
-        self._ahead.reset()
-
-    def _settle(self, store: Store, settled: list[Settled[Entry]], now: int) -> None:
-        """Move every entry on by its outcome; give back, in one call, the claims whose slot
-        did not go out, to be retried shortly."""
-        back: dict[str, int] = {}
-        failure: BaseException | None = None
-        for entry, slot, outcome, error in settled:
-            if outcome is Outcome.FAILED or outcome is Outcome.UNSENT:
-                self._published.pop(entry.name, None)
-                if outcome is Outcome.FAILED:
-                    self.watch.publish_failed()
-                back[entry.name] = slot
-                heappush(self._queue, (now + PUBLISH_RETRY_MS, entry.order, entry))
-                failure = failure or error
-                continue
-            published = self._published.pop(entry.name, None)
-            if outcome is Outcome.SENT:
-                entry.last_slot = slot
-                entry.total_run_count += 1
-                if published is not None:
-                    self.watch.sent(entry.name, slot, *published)
-            elif outcome is Outcome.DROPPED:
-                self.watch.publish_failed()
-                logger.error(
-                    "beat: %s slot %s can never be sent, so it is dropped (%s: %s); fix the "
-                    "entry's args, kwargs or options",
-                    entry.name,
-                    slot_iso(slot),
-                    type(error).__name__,
-                    error,
-                )
-            else:
-                self.watch.publish_failed()
-                failure = failure or error
-                logger.warning(
-                    "beat: %s slot %s may or may not have reached the broker (%s); it is not "
-                    "sent again (at most once per slot)",
-                    entry.name,
-                    slot_iso(slot),
-                    "cut short" if error is None else f"{type(error).__name__}: {error}",
-                )
-            self._owed.pop(entry.name, None)
-            self._plan(entry, now, entry.advance, slot, now)
-            heappush(self._queue, self._item(entry, now))
-        self._broker_state(failure, len(back), any(s.outcome is Outcome.SENT for s in settled))
-        if back:
-            self._give_back(store, back)
-
-    def _broker_state(self, failure: BaseException | None, waiting: int, sent: bool) -> None:
-        """One log line when the broker stops answering and one when it answers again."""
-        if failure is not None:
-            if self._broker_outage is None:
-                logger.warning(
-                    "beat: the broker is not answering (%s: %s): %d slot(s) given back and "
-                    "retried every %.0fs until it does",
-                    type(failure).__name__,
-                    failure,
-                    waiting,
-                    PUBLISH_RETRY_MS / 1000,
-                )
-            self._broker_outage = str(failure) or type(failure).__name__
-        elif sent and self._broker_outage is not None:
-            logger.info("beat: the broker answers again (after: %s)", self._broker_outage)
-            self._broker_outage = None
-
-    def _give_back(self, store: Store, back: dict[str, int]) -> None:
-        runs = {
-            name: slot_task_id(name, slot)
-            for name, slot in back.items()
-            if self.entries.get(name) is not None and self.entries[name].run_ttl_ms
-        }
-        try:
-            given = store.unclaim(self.token, back, runs)
-        except Exception as exc:
-            given = set()
-            self._lease.failed(exc, time.monotonic())
-        for name in given:
-            self._owed.pop(name, None)
-        kept = len(back) - len(given)
-        if kept:
-            logger.warning(
-                "beat: %d claimed slot(s) could not be given back (%s); this beat sends them "
-                "when it leads again, and until then they are owed",
-                kept,
-                ", ".join(sorted(set(back) - given)[:5]),
-            )
-
-    # Publishing -------------------------------------------------------------------------------
-
-    def _connect(self) -> None:
-        """Connect to the broker if not connected, trying once: a refused or hung connection
-        then fails where nothing can have been sent (kombu's own first connect, inside a
-        publish, retries forever)."""
-        self.connection.ensure_connection(
-            max_retries=1, interval_start=0, interval_step=1, interval_max=1
-        )
-
-    def _send_slot(self, entry: Entry, slot: int) -> None:
-        task_id, when = slot_task_id(entry.name, slot), slot_iso(slot)
-        self._announce(entry, task_id, when)
-        self.send(entry, task_id, when)
-        self._sent(entry)
-
-    def _announce(self, entry: Entry, task_id: str, when: str) -> None:
-        """What comes before a slot's message: revoking the run it replaces, the log line, and
-        noting when it went."""
-        replaced = self._overlaps.replacing.get(entry.name)
-        if replaced is not None:
-            logger.info(
-                "beat: %s slot %s replaces its run %s: revoking it", entry.name, when, replaced
-            )
-            self.app.control.revoke(replaced, terminate=True, connection=self.connection)
-        BEAT_LOGGER.info(
-            "Scheduler: Sending due task %s (%s) slot %s", entry.name, entry.task, when
-        )
-        self._published[entry.name] = (task_id, self.now_ms())
-
-    def _sent(self, entry: Entry) -> None:
-        # Kept until the slot went out: a slot given back and sent again revokes again.
-        self._overlaps.replacing.pop(entry.name, None)
-
-    @cached_property
-    def transient_errors(self) -> tuple[type[BaseException], ...]:
-        """What a publish raises while the broker cannot be reached: kombu's wrapper, the
-        socket's errors, and the transport's own connection errors."""
-        transport_errors = tuple(self.app.connection_for_write().connection_errors)
-        return TRANSIENT_ERRORS + transport_errors
-
-    @cached_property
-    def producer(self) -> Any:
-        """A producer that connects on first publish, within the publish's own retry policy
-        (Celery's connects up front and retries for minutes, deaf to a stop)."""
-        return self.Producer(self.connection, auto_declare=False)  # type: ignore[attr-defined]
-
-    @cached_property
-    def sink(self) -> BulkSink | None:
-        """The batch publisher on this producer, or None to send one message at a time: a
-        subclass replaced ``send``, or the transport is not one the batch path knows."""
-        if type(self).send is not Scheduler.send:
-            return None
-        why = unsupported(self.producer)
-        if why is not None:
-            if not self._said_unbatched:
-                logger.info("beat: publishing one message at a time: the batch path %s", why)
-                self._said_unbatched = True
-            return None
-        return BulkSink(self.app, self.producer, self._announce, self._sent)
-
-    def send(self, entry: Entry, task_id: str, when: str) -> Any:
-        """Publish one slot of ``entry`` (the hook benchmarks and subclasses replace)."""
-        return send_slot(self.app, self.producer, entry, task_id, when)
 
     # Shutting down ----------------------------------------------------------------------------
 
