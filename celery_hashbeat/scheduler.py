@@ -4,13 +4,16 @@ Entries wait in a heap keyed by their next slot (UTC epoch ms), so an idle tick 
 ten entries or a hundred thousand, and returns exactly the time until the next slot or the next
 lease call. Only the lease holder enqueues; it claims every slot due in a tick with one store call
 and publishes only what it claimed (DESIGN.md §5), with a task id derived from (entry, slot).
+
+This module keeps the tick and the claim; what a beat does on becoming leader and on operators'
+changes is in ``leading``, and the broker side (publishing what was claimed) in ``sending``.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from heapq import heapify, heappop, heappush
+from heapq import heappop, heappush
 from typing import TYPE_CHECKING, Any, cast
 
 from celery import beat
@@ -26,13 +29,13 @@ from celery_hashbeat.compat import (
     LiveSchedule,
     apply_changes,
     serve_from,
-    serve_runs,
     warn_differences,
 )
-from celery_hashbeat.control import Changed, Controls
+from celery_hashbeat.control import Controls
 from celery_hashbeat.entries import Entry, EntryError
 from celery_hashbeat.fanout import WorkerCensus
 from celery_hashbeat.http import HealthServer, PortInUse
+from celery_hashbeat.leading import Leading
 from celery_hashbeat.lease import Lease, new_token
 from celery_hashbeat.metrics import Metrics
 from celery_hashbeat.observe import Watch
@@ -57,7 +60,7 @@ if TYPE_CHECKING:
     from celery import Celery
     from celery.beat import ScheduleEntry
 
-    from celery_hashbeat.store.base import Fence, Store
+    from celery_hashbeat.store.base import Store
 
 logger = get_logger(__name__)
 
@@ -71,7 +74,7 @@ CELERY_SCHEDULE_FILE = "celerybeat-schedule"
 PUBLISH_TIMEOUT = 5.0
 
 
-class Scheduler(Sending, beat.Scheduler):
+class Scheduler(Leading, Sending, beat.Scheduler):
     """A highly available beat scheduler for Celery, with hashed schedules and fenced enqueues."""
 
     def __init__(self, app: Celery, *args: Any, **kwargs: Any) -> None:
@@ -294,123 +297,6 @@ class Scheduler(Sending, beat.Scheduler):
         elif self._unserved and not self._lease.leader and self._lease.answering:
             self._unserved = not serve_from(self._store, self.entries)
 
-    def _take_over(self, store: Store) -> None:
-        """As the new leader, read every entry's fence and catch up from it (DESIGN.md §5).
-
-        A chained entry (an interval) the store has never seen, or any entry whose schedule
-        changed, is anchored at now first: its slots count from there whichever beat leads
-        next, so an interval keeps its phase across leader changes and a changed schedule is
-        never caught up into the past.
-        """
-        now = self.now_ms()
-        self._balance_shared = -1  # a new leader's assignment wins (DESIGN.md §16)
-        try:
-            if not self._controls.known:
-                self._apply(self._controls.poll(store), now)
-            if self._fanout.every_worker:
-                roster = store.roster()
-                if roster is not None and roster.nodes != self._fanout.nodes:
-                    self._regroup(roster.nodes)
-                self._census.due_now()
-            fences = store.fences()
-            serve_runs(self.entries, fences)
-            gone = [name for name in fences if name not in self.entries and name not in self.broken]
-            if gone:
-                store.forget(self.token, gone)
-            fresh = {
-                name: (now, entry.fingerprint)
-                for name, entry in self.entries.items()
-                if entry.needs_anchor(fences.get(name))
-            }
-            if fresh:
-                fences.update(store.anchor(self.token, fresh))
-        except Exception as exc:
-            self._lease.failed(exc, time.monotonic())
-            return
-        for name, entry in self.entries.items():
-            self._plan(entry, now, self._resume, entry, fences.get(name), now)
-        queue = [self._item(entry, now) for entry in self.entries.values()]
-        heapify(queue)
-        self._queue = queue
-        self._parked.clear()
-        self._owed.clear()
-        self._ahead.reset()
-        self._controls.due = 0.0  # the next tick sends the triggers that waited for a leader
-        logger.debug("beat: leading %d entries (%d forgotten)", len(queue), len(gone))
-
-    def _share_balance(self) -> None:
-        """As leader, keep the balanced assignment in the store, where every beat and the
-        ``hashbeat`` commands read the values in use."""
-        store = self._store
-        assert store is not None
-        version = self._balancer.version
-        try:
-            if store.share(self.token, "balance", self._balancer.stored_form()):
-                self._balance_shared = version
-        except Exception as exc:
-            self._lease.failed(exc, time.monotonic())
-
-    def _take_census(self) -> None:
-        """As leader, ask which workers are alive (at most once per refresh, off this thread);
-        keep a changed answer in the store and fan the ``"*"`` entries out to it."""
-        nodes = self._census.poll()
-        if nodes is None or nodes == self._fanout.nodes:
-            return
-        store = self._store
-        assert store is not None
-        try:
-            if not store.set_roster(self.token, nodes, self.now_ms()):
-                return
-        except Exception as exc:
-            self._lease.failed(exc, time.monotonic())
-            return
-        self._regroup(nodes)
-
-    def _regroup(self, nodes: tuple[str, ...]) -> None:
-        """Fan the ``"*"`` entries out to ``nodes``: a worker that joined starts at its next
-        slot, one that left gets no more runs (and its fences go, so a return starts afresh)."""
-        gone = self._catalog.regroup(nodes)
-        if gone and self._lease.leader and self._store is not None:
-            try:
-                self._store.forget(self.token, gone)
-            except Exception as exc:
-                self._lease.failed(exc, time.monotonic())
-
-    def _resume(self, entry: Entry, fence: Fence | None, now: int) -> None:
-        """Plan ``entry`` from its fence; a slot this beat claimed and never sent is sent now
-        (its claim is this beat's own, so claiming it again succeeds)."""
-        if (
-            fence is not None
-            and fence.token == self.token
-            and self._owed.get(entry.name) == fence.slot
-        ):
-            entry.slot, entry.pending = fence.slot, None
-            return
-        entry.start(self._from(entry, None if fence is None else fence.slot), now)
-
-    def _from(self, entry: Entry, fence: int | None) -> int | None:
-        """Where ``entry``'s slots count from: its fence, unless it was added, updated or
-        resumed later (its floor), so that nothing from before then is ever caught up."""
-        floors = self._controls.floors
-        floor = floors.get(entry.name) if floors else None
-        if floor is None and floors:
-            floor = floors.get(self._fanout.parent_of(entry.name) or "")
-        return fence if floor is None or (fence is not None and fence >= floor) else floor
-
-    def _anchor(self, entry: Entry, now: int) -> None:
-        """Plan an entry added or changed while leading, from its anchor in the store."""
-        store = self._store
-        assert store is not None
-        instant = self._from(entry, None) or now
-        try:
-            anchored = store.anchor(self.token, {entry.name: (instant, entry.fingerprint)})
-            fence = anchored.get(entry.name)
-        except Exception as exc:
-            self._lease.failed(exc, time.monotonic())
-            return
-        self._plan(entry, now, self._resume, entry, fence, now)
-        heappush(self._queue, self._item(entry, now))
-
     def _plan(self, entry: Entry, now: int, step: Callable[..., Any], *args: Any) -> Any:
         """Run one planning step of ``entry``. A schedule that cannot say its next slot is asked
         again later, as Celery's own scheduler does; logged with its traceback the first time,
@@ -480,54 +366,6 @@ class Scheduler(Sending, beat.Scheduler):
                 continue
             heappush(queue, self._item(entry, now))
         return batch
-
-    def _paused(self, entry: Entry) -> bool:
-        """Whether ``entry`` (or the entry it is a copy of) is paused; if so it leaves the
-        queue until it is resumed, and its slot is recorded as skipped."""
-        paused = self._controls.paused
-        name = entry.name
-        if name not in paused and self._fanout.parent_of(name) not in paused:
-            return False
-        self._parked[name] = entry
-        if entry.slot is not None:
-            self.watch.skipped(name, entry.slot, "paused", self.now_ms())
-        return True
-
-    # Runtime controls -------------------------------------------------------------------------
-
-    def _poll_controls(self, store: Store) -> None:
-        """Read what operators changed in the store (every beat, so that a standby that takes
-        over knows it) and apply it; as leader, send the triggers waiting."""
-        try:
-            changed = self._controls.poll(store)
-        except Exception as exc:
-            self._lease.failed(exc, time.monotonic())
-            return
-        self._apply(changed, self.now_ms())
-        if self._lease.leader and self._controls.triggers_waiting:
-            self._send_triggers(store)
-
-    def _apply(self, changed: Changed, now: int) -> None:
-        self.broken.update(changed.unreadable)
-        if changed.definitions:
-            gone = self._catalog.restock(changed.definitions, changed.full)
-            gone = [name for name in gone if name not in self.broken]
-            if gone and self._lease.leader and self._store is not None:
-                # A name added again later is a new entry: nothing of the old one is caught up.
-                try:
-                    self._store.forget(self.token, gone)
-                except Exception as exc:
-                    self._lease.failed(exc, time.monotonic())
-        for name, floor in changed.resumed.items():
-            parked = [
-                e for n, e in self._parked.items() if (self._fanout.parent_of(n) or n) == name
-            ]
-            for entry in parked:
-                del self._parked[entry.name]
-                if entry.active:
-                    start = entry.last_slot if floor is None else self._from(entry, entry.last_slot)
-                    self._plan(entry, now, entry.start, start, now)
-                    heappush(self._queue, self._item(entry, now))
 
     def _dispatch(self, now: int) -> None:
         """Claim every due slot (up to BATCH) in one store call; publish only what was claimed;
