@@ -44,6 +44,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from celery import Celery
+from celery import _state as celery_state
 from celery.exceptions import FixupWarning
 from celery.utils.imports import load_extension_class_names, symbol_by_name
 
@@ -109,8 +110,10 @@ class DocRun:
 
     @contextmanager
     def _sandbox(self) -> Iterator[None]:
-        """The file's scratch directory as cwd, and the process left as it was found."""
+        """The file's scratch directory as cwd, and the process left as it was found (the tasks
+        its examples declare are shared, so Celery would add them to every app made later)."""
         cwd, environ, modules = Path.cwd(), dict(os.environ), set(sys.modules)
+        shared_tasks = set(celery_state._on_app_finalizers)
         path_class = redis_connect.Path
         redis_connect.Path = self._certificate_path()  # type: ignore[misc]
         os.chdir(self.workdir)
@@ -130,6 +133,7 @@ class DocRun:
                 if name in ("django", "django.conf") or origin.startswith(str(self.workdir)):
                     del sys.modules[name]
             redis_connect.Path = path_class  # type: ignore[misc]
+            celery_state._on_app_finalizers.intersection_update(shared_tasks)
 
     def _certificate_path(self) -> type[Path]:
         named = self.certificates
