@@ -185,9 +185,11 @@ class BulkSink:
             return
         plan, self._next = self._next, None
         assert plan is not None
-        if self._output.immediate or plan.expires is not None:
-            return
-        if signals.before_task_publish.receivers:
+        if (
+            self._output.immediate
+            or plan.expires is not None
+            or signals.before_task_publish.receivers
+        ):
             return
         task_id, when = slot_task_id(entry.name, slot), slot_iso(slot)
         reply_to = self.app.thread_oid
