@@ -22,7 +22,7 @@ from celery_hashbeat.expr.seeding import Key, draw
 from celery_hashbeat.slots import MILLISECOND, CronSlots, IntervalSlots, Slots, to_ms
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Hashable
+    from collections.abc import Callable
     from datetime import datetime
 
     from celery import Celery
@@ -143,17 +143,18 @@ class hashcron(HashSchedule):  # noqa: N801 - named like Celery's crontab
     def slots(self, default_key: Key | None = None) -> CronSlots:
         return CronSlots(self.compile(default_key))
 
-    def identity(self, default_key: Key, default_zone: Any) -> tuple[Hashable, str] | None:
-        """What decides this schedule's slots for ``default_key``: its resolved expression and
-        its zone's name, found without building a CronExpr (schedules that agree share one
-        slot source: at a million entries, start-up is the budget). None when ``compile``
-        must say what is wrong."""
+    def identity(self, default_key: Key, default_zone: Any) -> tuple[str, bool, str] | None:
+        """What decides this schedule's slots for ``default_key``: its resolved text, day rule
+        and zone's name, found without building a CronExpr (schedules that agree share one
+        slot source: at a million entries, start-up is the budget). Plain strings, so that
+        looking it up costs no Python-level hashing. None when ``compile`` must say what is
+        wrong."""
         if not isinstance(self.expr, str):
             return None
         key = self.key if self.key is not None else default_key
         zone = self.zone if self.zone is not None else default_zone
         resolved = resolver_for(self.expr).resolve(key, self.day_and, self.offsets)
-        return resolved, str(zone)
+        return resolved.resolved_text, resolved.day_and, str(zone)
 
     def _identity(self) -> tuple[Any, ...]:
         return (self.expr, self.key, self.zone, self.day_and, self.balanced, self.offsets)

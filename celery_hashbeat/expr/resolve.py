@@ -7,7 +7,6 @@ resolved text: a hundred thousand keys of ``H * * * *`` share sixty resolved exp
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import cast
@@ -16,7 +15,7 @@ from .days import can_ever_fire
 from .errors import CronSyntaxError
 from .fields import DaySpec, Field, Resolved
 from .grammar import FieldTemplate, HashTerm, Template, parse_template
-from .seeding import Key, pick
+from .seeding import Key, drawn, key_bytes, term_bytes
 from .timing import WallClock
 
 ZERO = frozenset({0})
@@ -62,37 +61,57 @@ class Resolver:
         self._day_fields = (by_field[Field.DAY_OF_MONTH], by_field[Field.DAY_OF_WEEK])
         self._interned: dict[tuple[str, bool], Parsed] = {}
         self._needs_key = template.first_hash is not None
-        #: Each field's values and text with no key (what a field without hash terms always is),
-        #: and where the fields with hash terms are: a key redraws only those.
-        self._plain = [(written.values, written.plain_text) for written in template.fields]
-        self._hashed = [i for i, written in enumerate(template.fields) if written.hashes]
+        #: Each field's text with no key (what a field without hash terms always is), and the
+        #: fields with hash terms, each term with what follows the key in its draws: a key
+        #: redraws only those.
+        self._plain = [written.plain_text for written in template.fields]
+        self._hashed = [
+            (i, written, [(term, _seed(written, term)) for term in written.hashes])
+            for i, written in enumerate(template.fields)
+            if written.hashes
+        ]
 
     def resolve(
         self, key: Key | None, day_and: bool, offsets: tuple[int, ...] | None = None
     ) -> Parsed:
         """Draw the hash terms for ``key``, or take them from ``offsets`` (one per hash term,
         left to right, each counted from the term's low end: the balancer's choice); raises
-        CronSyntaxError if a key is needed and missing."""
-        if key is None and offsets is None and self._needs_key:
-            _missing_key(self.template)
-        drawn = self._plain
-        if key is not None or offsets is not None:
-            given = None if offsets is None else iter(offsets)
-            drawn = drawn.copy()
-            fields = self.template.fields
-            for i in self._hashed:
-                drawn[i] = _draw_field(fields[i], key, given)
-        text = " ".join([text for _, text in drawn])
+        CronSyntaxError if a key is needed and missing. The resolved text is looked up before
+        any value set is made: at a million keys, most texts were seen before."""
+        if key is None and offsets is None:
+            if self._needs_key:
+                _missing_key(self.template)
+            return self._interned_or_built(self._plain, [], day_and)
+        texts = self._plain.copy()
+        chosen = []
+        if offsets is None:
+            material = key_bytes(cast(Key, key))
+            for i, written, terms in self._hashed:
+                values = [_draw(term, material + suffix) for term, suffix in terms]
+                texts[i] = _field_text(written.parts, values)
+                chosen.append(values)
+        else:
+            given = iter(offsets)
+            for i, written, terms in self._hashed:
+                values = [_place(term, next(given)) for term, _ in terms]
+                texts[i] = _field_text(written.parts, values)
+                chosen.append(values)
+        return self._interned_or_built(texts, chosen, day_and)
+
+    def _interned_or_built(
+        self, texts: list[str], drawn: list[list[range]], day_and: bool
+    ) -> Parsed:
+        text = " ".join(texts)
         found = self._interned.get((text, day_and))
         if found is None:
-            found = self._interned[text, day_and] = self._build(drawn, text, day_and)
+            values = [written.values for written in self.template.fields]
+            for (i, written, _), terms in zip(self._hashed, drawn, strict=False):
+                values[i] = written.values.union(*terms)
+            found = self._interned[text, day_and] = self._build(values, text, day_and)
         return found
 
-    def _build(self, drawn: list[tuple[frozenset[int], str]], text: str, day_and: bool) -> Parsed:
-        values = {
-            written.field: chosen
-            for written, (chosen, _) in zip(self.template.fields, drawn, strict=True)
-        }
+    def _build(self, chosen: list[frozenset[int]], text: str, day_and: bool) -> Parsed:
+        values = dict(zip((written.field for written in self.template.fields), chosen, strict=True))
         dom, dow = self._day_fields
         day = DaySpec(
             days=values[Field.DAY_OF_MONTH],
@@ -121,33 +140,28 @@ class Resolver:
         return Parsed(text, self._six, self._fixed_time, day_and, resolved, WallClock(resolved))
 
 
-def _draw_field(
-    written: FieldTemplate, key: Key | None, given: Iterator[int] | None
-) -> tuple[frozenset[int], str]:
-    """The field's values and resolved text for ``key``, or for the ``given`` offsets."""
-    values = set(written.values)
-    parts = []
-    for part in written.parts:
-        if isinstance(part, HashTerm):
-            drawn = (
-                _draw(part, written.field, cast(Key, key))
-                if given is None
-                else _place(part, next(given))
-            )
-            values.update(drawn)
-            parts.append(_render(drawn, part.step))
-        else:
-            parts.append(part)
-    return frozenset(values), ",".join(parts)
+def _field_text(parts: tuple[str | HashTerm, ...], terms: list[range]) -> str:
+    """A field's text with its hash terms replaced by the values drawn for them."""
+    if len(parts) == 1:  # the field is one hash term, as in nearly every expression
+        return _render(terms[0], cast(HashTerm, parts[0]).step)
+    drawn = iter(terms)
+    return ",".join(
+        _render(next(drawn), part.step) if isinstance(part, HashTerm) else part for part in parts
+    )
 
 
-def _draw(term: HashTerm, field_: Field, key: Key) -> range:
-    """DESIGN.md §3: ``H`` and ``H(a-b)`` draw a value, ``H/n`` and ``H(a-b)/n`` a start."""
+def _draw(term: HashTerm, material: bytes) -> range:
+    """DESIGN.md §3: ``H`` and ``H(a-b)`` draw a value, ``H/n`` and ``H(a-b)/n`` a start
+    (``material``: the key's bytes, then the term's)."""
     if term.step:
-        first = pick(key, field_.seed_name, term.occurrence, term.low, term.step)
+        first = term.low + drawn(material) % term.step
         return range(first, term.high + 1, term.step)
-    value = pick(key, field_.seed_name, term.occurrence, term.low, term.high - term.low + 1)
+    value = term.low + drawn(material) % (term.high - term.low + 1)
     return range(value, value + 1)
+
+
+def _seed(written: FieldTemplate, term: HashTerm) -> bytes:
+    return term_bytes(written.field.seed_name, term.occurrence)
 
 
 def _place(term: HashTerm, offset: int) -> range:
@@ -157,6 +171,8 @@ def _place(term: HashTerm, offset: int) -> range:
 
 
 def _render(values: range, step: int) -> str:
+    if len(values) == 1:
+        return str(values.start)
     if len(values) <= 6:
         return ",".join(map(str, values))
     return f"{values[0]}-{values[-1]}/{step}"

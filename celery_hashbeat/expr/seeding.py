@@ -22,16 +22,16 @@ def key_bytes(key: Key) -> bytes:
 
 def draw(key: Key, field: str, occurrence: int) -> int:
     """The unsigned 64-bit number behind one hash term."""
-    material = key_bytes(key) + _term_bytes(field, occurrence)
+    return drawn(key_bytes(key) + term_bytes(field, occurrence))
+
+
+def drawn(material: bytes) -> int:
+    """The number for a draw's whole material: the key's bytes, then ``term_bytes``. Lets a
+    caller that draws many terms for one key, or one term for many keys, make each part once."""
     return int.from_bytes(hashlib.sha256(material).digest()[:8], "big")
 
 
 @lru_cache(maxsize=256)
-def _term_bytes(field: str, occurrence: int) -> bytes:
+def term_bytes(field: str, occurrence: int) -> bytes:
     """What follows the key in a draw's material: a few distinct values, made once each."""
     return SEPARATOR + field.encode() + SEPARATOR + str(occurrence).encode()
-
-
-def pick(key: Key, field: str, occurrence: int, low: int, count: int) -> int:
-    """A value in ``low .. low + count - 1``, chosen by the key: ``low + u % count``."""
-    return low + draw(key, field, occurrence) % count
