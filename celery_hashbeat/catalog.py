@@ -115,8 +115,11 @@ class Catalog:
     def digest(self) -> str:
         """What this beat runs, in a few characters. Copies on every live worker are left out:
         beats that have not seen the same census still run the same configuration."""
-        dynamic = self.fanout.is_dynamic
-        return schedule_digest(entry for entry in self.entries.values() if not dynamic(entry.name))
+        entries = self.entries
+        if self.fanout.every_worker:
+            dynamic = self.fanout.is_dynamic
+            entries = {name: entry for name, entry in entries.items() if not dynamic(name)}
+        return schedule_digest(entries)
 
     def _expand(self, schedule: Mapping[str, Any]) -> dict[str, Any]:
         """``schedule`` with each fanned-out entry replaced by its copies; one that cannot be

@@ -9,7 +9,7 @@ which holds what the scheduler keeps of each entry.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Mapping
 from datetime import timedelta, tzinfo
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, cast
@@ -92,12 +92,13 @@ class SharedSlots:
     def source(self, name: str, given: Any, relative: bool) -> Slots:
         """The slots of ``given`` (any schedule Celery accepts, or ours) for entry ``name``."""
         if isinstance(given, hashcron):
-            resolved = given.identity(name, self.zone)
+            resolved = given.identity(name, self.zone_name)
             if resolved is None:
                 given.compile(name, self.zone)  # raises what is wrong
-            return self._share(
-                ("cron", resolved), lambda: CronSlots(given.compile(name, self.zone))
-            )
+            found = self._shared.get(resolved)  # the one kind keyed by (text, day rule, zone)
+            if found is None:
+                found = self._shared[resolved] = CronSlots(given.compile(name, self.zone))
+            return found
         if isinstance(given, hashinterval):
             return given.slots(name)
         if isinstance(given, int | float) and not isinstance(given, bool):
@@ -156,10 +157,10 @@ class SharedSlots:
         return (type(given).__qualname__, "" if " at 0x" in shown else shown)
 
 
-def schedule_digest(entries: Iterable[Entry]) -> str:
-    """What a beat runs, in a few characters: the same for beats of one configuration."""
-    prints = {entry.name: entry.fingerprint for entry in entries}
-    text = "".join([f"{name}\x1f{prints[name]}\x1e" for name in sorted(prints)])
+def schedule_digest(entries: Mapping[str, Entry]) -> str:
+    """What a beat runs (entries by name), in a few characters: the same for beats of one
+    configuration."""
+    text = "".join([f"{name}\x1f{entries[name].fingerprint}\x1e" for name in sorted(entries)])
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
