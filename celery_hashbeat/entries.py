@@ -119,7 +119,9 @@ class Entry(ScheduleEntry):
         self.overlap = overlap
         #: The run lease's TTL (ms) for a guarded entry; 0 for "allow", which takes none.
         self.run_ttl_ms = run_ttl_ms
-        self.lazy = any(isinstance(value, BeatLazyFunc) for value in (*args, *kwargs.values()))
+        self.lazy = bool(args or kwargs) and any(
+            isinstance(value, BeatLazyFunc) for value in (*args, *kwargs.values())
+        )
         self.order = next(_order)
         self.active = True
         self.slot: int | None = None

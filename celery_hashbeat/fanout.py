@@ -171,10 +171,14 @@ class FanOut:
     def expand(self, schedule: Mapping[str, Any]) -> Expansion:
         """Take in a beat_schedule mapping (all of it, or entries added to it)."""
         result = Expansion()
+        plain, subs = result.plain, self.subs
         for name, definition in schedule.items():
-            before = self.subs.get(name, set())
+            if type(definition) is dict and "workers" not in definition and name not in subs:
+                plain[name] = definition  # nearly every entry: nothing to fan out or forget
+                continue
+            before = subs.get(name, set())
             self._take(name, definition, result)
-            result.gone |= before - self.subs.get(name, set())
+            result.gone |= before - subs.get(name, set())
         return result
 
     def _take(self, name: str, definition: Any, result: Expansion) -> None:
