@@ -44,6 +44,9 @@ KNOWN_KEYS = frozenset(
 #: The keys that bound an entry's slots (DESIGN.md §13).
 BOUNDS = frozenset({"start", "end", "max_runs"})
 
+#: The keys that set an entry's own catch-up and overlap policy instead of the settings'.
+POLICY = frozenset({"catch_up", "catch_up_window", "overlap"})
+
 
 def as_definition(definition: Any) -> Mapping[str, Any] | None:
     """A beat_schedule value as a mapping (an Entry or a ScheduleEntry as the dict it stands
@@ -110,8 +113,11 @@ def build_entry(
     given = definition.get("schedule")
     try:
         fingerprint = shared.fingerprint(given, relative)
-        mode = catch_up_mode(definition.get("catch_up", settings.catch_up), "catch_up")
-        overlap = overlap_mode(definition.get("overlap", settings.overlap), "overlap")
+        if POLICY.isdisjoint(definition):  # most entries: the settings' policy, checked there
+            mode, overlap = settings.catch_up, settings.overlap
+        else:
+            mode = catch_up_mode(definition.get("catch_up", settings.catch_up), "catch_up")
+            overlap = overlap_mode(definition.get("overlap", settings.overlap), "overlap")
         check_overlap(overlap, mode)
         window = (
             catch_up_window(definition["catch_up_window"], "catch_up_window")

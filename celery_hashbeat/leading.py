@@ -91,9 +91,10 @@ class Leading:
         except Exception as exc:
             self._lease.failed(exc, time.monotonic())
             return
+        plan, resume, item, queue = self._plan, self._resume, self._item, []
         for name, entry in self.entries.items():
-            self._plan(entry, now, self._resume, entry, fences.get(name), now)
-        queue = [self._item(entry, now) for entry in self.entries.values()]
+            plan(entry, now, resume, entry, fences.get(name), now)
+            queue.append(item(entry, now))
         heapify(queue)
         self._queue = queue
         self._parked.clear()
