@@ -67,7 +67,8 @@ class Catalog:
         self.fanout.drop([name for name in self.fanout.subs if name not in everything])
         plain = self._expand(everything)
         self.deactivate([name for name in self.entries if name not in plain])
-        self.broken.intersection_update({*plain, *everything})
+        if self.broken:
+            self.broken.intersection_update({*plain, *everything})
         self._build(plain)
 
     def update(self, definitions: Mapping[str, Any]) -> None:

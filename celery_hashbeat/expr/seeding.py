@@ -13,6 +13,8 @@ SEPARATOR = b"\x1f"
 
 def key_bytes(key: Key) -> bytes:
     """The bytes that identify a key: UTF-8 for text, as given for bytes, decimal for ints."""
+    if type(key) is str:  # an entry's name: a million of them at start
+        return key.encode()
     if isinstance(key, bytes):
         return key
     if isinstance(key, bool) or not isinstance(key, str | int):
