@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from celery_hashbeat.entries import Entry
+    from celery_hashbeat.slotqueue import SlotQueue
 
 #: How long before a slot its message is made (ms): room for the first slot of a few hundred
 #: entries, whose plans are made then too.
@@ -20,26 +21,6 @@ WINDOW_MS = 300
 
 #: Making messages ahead stops this long before the next slot (ms), so it never delays it.
 MARGIN_MS = 2
-
-Queue = list[tuple[int, int, "Entry"]]
-
-
-def upcoming(queue: Queue, after: int, until: int) -> list[tuple[Entry, int]]:
-    """The entries (with their slots) whose place in the heap ``queue`` is in ``(after,
-    until]``, without popping: below a place later than ``until`` there is none earlier."""
-    found: list[tuple[Entry, int]] = []
-    size = len(queue)
-    stack = [0] if size else []
-    while stack:
-        index = stack.pop()
-        due, _, entry = queue[index]
-        if due > until:
-            continue
-        slot = entry.slot
-        if due > after and slot is not None and entry.active:
-            found.append((entry, slot))
-        stack.extend(child for child in (2 * index + 1, 2 * index + 2) if child < size)
-    return found
 
 
 class Ahead:
@@ -58,10 +39,10 @@ class Ahead:
         """Whether messages are to be made now, for the slot at ``head`` and those with it."""
         return head > self.made_to and head - now <= self.window_ms
 
-    def take(self, queue: Queue, now: int) -> list[tuple[Entry, int]]:
+    def take(self, queue: SlotQueue, now: int) -> list[tuple[Entry, int]]:
         """The slots to make messages for now (in the order they are due), and note them."""
         until = now + self.window_ms
-        found = upcoming(queue, self.made_to, until)
+        found = queue.upcoming(self.made_to, until)
         self.made_to = until
         found.sort(key=lambda pair: pair[1])
         return found

@@ -10,7 +10,6 @@ from before a change is ever caught up. A mixin on ``Scheduler``'s own state, li
 from __future__ import annotations
 
 import time
-from heapq import heapify, heappush
 from typing import TYPE_CHECKING, Any
 
 from celery.utils.log import get_logger
@@ -28,6 +27,7 @@ if TYPE_CHECKING:
     from celery_hashbeat.fanout import FanOut, WorkerCensus
     from celery_hashbeat.lease import Lease
     from celery_hashbeat.observe import Watch
+    from celery_hashbeat.slotqueue import SlotQueue
     from celery_hashbeat.store.base import Fence, Store
 
 #: The scheduler's logger (see ``sending``).
@@ -43,7 +43,7 @@ class Leading:
     broken: set[str]
     _store: Store | None
     _lease: Lease
-    _queue: list[tuple[int, int, Entry]]
+    _queue: SlotQueue
     _owed: dict[str, int]
     _parked: dict[str, Entry]
     _catalog: Catalog
@@ -55,7 +55,8 @@ class Leading:
     _ahead: Ahead
     now_ms: Callable[[], int]
     _plan: Callable[..., Any]
-    _item: Callable[[Entry, int], tuple[int, int, Entry]]
+    _due_at: Callable[[Entry, int], int]
+    _requeue: Callable[[Entry, int], None]
     _send_triggers: Callable[[Store], None]
 
     def _take_over(self, store: Store) -> None:
@@ -91,12 +92,11 @@ class Leading:
         except Exception as exc:
             self._lease.failed(exc, time.monotonic())
             return
-        plan, resume, item, queue = self._plan, self._resume, self._item, []
+        plan, resume, due_at, queue = self._plan, self._resume, self._due_at, []
         for name, entry in self.entries.items():
             plan(entry, now, resume, entry, fences.get(name), now)
-            queue.append(item(entry, now))
-        heapify(queue)
-        self._queue = queue
+            queue.append((entry, due_at(entry, now)))
+        self._queue.refill(queue)
         self._parked.clear()
         self._owed.clear()
         self._ahead.reset()
@@ -174,7 +174,7 @@ class Leading:
             self._lease.failed(exc, time.monotonic())
             return
         self._plan(entry, now, self._resume, entry, fence, now)
-        heappush(self._queue, self._item(entry, now))
+        self._requeue(entry, now)
 
     def _paused(self, entry: Entry) -> bool:
         """Whether ``entry`` (or the entry it is a copy of) is paused; if so it leaves the
@@ -222,4 +222,4 @@ class Leading:
                 if entry.active:
                     start = entry.last_slot if floor is None else self._from(entry, entry.last_slot)
                     self._plan(entry, now, entry.start, start, now)
-                    heappush(self._queue, self._item(entry, now))
+                    self._requeue(entry, now)

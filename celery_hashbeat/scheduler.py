@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import time
-from heapq import heappop, heappush
 from typing import TYPE_CHECKING, Any, cast
 
 from celery import beat
@@ -48,6 +47,7 @@ from celery_hashbeat.overlap import (
 )
 from celery_hashbeat.sending import Sending
 from celery_hashbeat.settings import ConfigurationExit, Settings
+from celery_hashbeat.slotqueue import SlotQueue
 from celery_hashbeat.slots import ScheduleEnded, ScheduleTooSlow
 from celery_hashbeat.stopping import GRACE, StopRequests
 from celery_hashbeat.store import open_store
@@ -95,7 +95,8 @@ class Scheduler(Leading, Sending, beat.Scheduler):
         #: Names of configured entries that could not run: their fences are kept.
         self.broken = self._catalog.broken
         self._shared = self._catalog.shared
-        self._queue: list[tuple[int, int, Entry]] = []
+        #: Made before the schedule is built, so frozen with it (see ``slotqueue``).
+        self._queue = SlotQueue(self._catalog.entries)
         self._store: Store | None = None
         self._lease = Lease(self.settings, self.token)
         self._lease.watch = self.watch
@@ -266,20 +267,20 @@ class Scheduler(Leading, Sending, beat.Scheduler):
         if lease.leader:
             self._dispatch_due()  # what a new leader found due
         if lease.leader and queue:
-            self._make_ahead(queue[0][0])
+            self._make_ahead(cast(int, queue.head()))
         wake = min(lease.due, self._controls.due) if lease.answering else lease.due
         wait = wake - time.monotonic()
         if lease.leader and queue:
             # Woken at the slot itself (not at the millisecond before it), or before it to make
             # its messages.
-            head = queue[0][0]
+            head = cast(int, queue.head())
             wake_ms = head if self._broker_outage is not None else self._ahead.wake_at(head)
             wait = min(wait, wake_ms / 1000 - self.clock())
         return max(0.0, min(wait, self.max_wait))
 
     def _dispatch_due(self) -> None:
-        queue = self._queue
-        if queue and queue[0][0] <= self.now_ms():
+        head = self._queue.head()
+        if head is not None and head <= self.now_ms():
             self._dispatch(self.now_ms())
 
     def should_sync(self) -> bool:
@@ -340,19 +341,21 @@ class Scheduler(Leading, Sending, beat.Scheduler):
         entry.active = False
         entry.slot = entry.pending = None
 
-    def _item(self, entry: Entry, now: int) -> tuple[int, int, Entry]:
-        """The entry's place in the queue: its slot, or a retry for one that could not plan."""
+    def _due_at(self, entry: Entry, now: int) -> int:
+        """When the entry is next due: its slot, or a retry for one that could not plan."""
         slot = entry.slot
-        due = now + int(self.max_wait * 1000) if slot is None else slot
-        return (due, entry.order, entry)
+        return now + int(self.max_wait * 1000) if slot is None else slot
+
+    def _requeue(self, entry: Entry, now: int) -> None:
+        self._queue.push(entry, self._due_at(entry, now))
 
     def _due(self, now: int) -> list[Entry]:
         """Pop the entries whose slot is due (up to BATCH), planning any that need it."""
         queue = self._queue
         batch: list[Entry] = []
-        while queue and queue[0][0] <= now and len(batch) < BATCH:
-            entry = heappop(queue)[2]
-            if not entry.active:
+        while len(batch) < BATCH and (head := queue.head()) is not None and head <= now:
+            entry = queue.pop()
+            if entry is None or not entry.active:
                 continue
             if self._controls.paused and self._paused(entry):
                 continue
@@ -364,7 +367,7 @@ class Scheduler(Leading, Sending, beat.Scheduler):
             elif self._plan(entry, now, entry.ready, now):
                 batch.append(entry)
                 continue
-            heappush(queue, self._item(entry, now))
+            self._requeue(entry, now)
         return batch
 
     def _dispatch(self, now: int) -> None:
@@ -385,7 +388,7 @@ class Scheduler(Leading, Sending, beat.Scheduler):
             # beat, leading again, sends them (DESIGN.md §10).
             self._owed.update((name, slot) for name, (slot, _) in wanted.items())
             for entry in batch:
-                heappush(self._queue, self._item(entry, now))
+                self._requeue(entry, now)
             logger.warning(
                 "beat: the claim of %d slot(s) was not confirmed (%s: %s); if the store made it, "
                 "this beat sends them once it confirms the claim as leader",
@@ -402,10 +405,10 @@ class Scheduler(Leading, Sending, beat.Scheduler):
             if verdict is Verdict.SEND:
                 mine.append((entry, slot))
             elif verdict is Verdict.WAIT:
-                heappush(self._queue, (now + WAIT_POLL_MS, entry.order, entry))
+                self._queue.push(entry, now + WAIT_POLL_MS)
             else:
                 self._plan(entry, now, entry.advance, slot, now)
-                heappush(self._queue, self._item(entry, now))
+                self._requeue(entry, now)
         self._owed.update((entry.name, slot) for entry, slot in mine)
         if mine:
             self._settle(store, self._publish_batch(mine), now)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import time
 from functools import cached_property
-from heapq import heappush
 from typing import TYPE_CHECKING, Any
 
 from celery.utils.log import get_logger
@@ -38,6 +37,7 @@ if TYPE_CHECKING:
     from celery_hashbeat.lease import Lease
     from celery_hashbeat.observe import Watch
     from celery_hashbeat.overlap import Overlaps
+    from celery_hashbeat.slotqueue import SlotQueue
     from celery_hashbeat.stopping import StopRequests
     from celery_hashbeat.store.base import Store
 
@@ -65,7 +65,7 @@ class Sending:
     _lease: Lease
     _stop: StopRequests
     _broker_io: Runner
-    _queue: list[tuple[int, int, Entry]]
+    _queue: SlotQueue
     _owed: dict[str, int]
     _published: dict[str, tuple[str, int]]
     _overlaps: Overlaps
@@ -76,7 +76,7 @@ class Sending:
     _said_unbatched: bool
     now_ms: Callable[[], int]
     _plan: Callable[..., Any]
-    _item: Callable[[Entry, int], tuple[int, int, Entry]]
+    _requeue: Callable[[Entry, int], None]
     _maintain: Callable[[], None]
 
     def _send_triggers(self, store: Store) -> None:
@@ -211,7 +211,7 @@ class Sending:
                 if outcome is Outcome.FAILED:
                     self.watch.publish_failed()
                 back[entry.name] = slot
-                heappush(self._queue, (now + PUBLISH_RETRY_MS, entry.order, entry))
+                self._queue.push(entry, now + PUBLISH_RETRY_MS)
                 failure = failure or error
                 continue
             published = self._published.pop(entry.name, None)
@@ -242,7 +242,7 @@ class Sending:
                 )
             self._owed.pop(entry.name, None)
             self._plan(entry, now, entry.advance, slot, now)
-            heappush(self._queue, self._item(entry, now))
+            self._requeue(entry, now)
         self._broker_state(failure, len(back), any(s.outcome is Outcome.SENT for s in settled))
         if back:
             self._give_back(store, back)
