@@ -34,7 +34,7 @@ from functools import lru_cache
 from itertools import repeat
 
 from .grammar import Template, parse_template
-from .seeding import SEPARATOR, Key, draw, key_bytes
+from .seeding import Key, draw, key_bytes, term_bytes
 
 #: The seed field of the balancer's own draws (priority and probes); part of the contract of
 #: balanced values, as DESIGN.md §3's field names are of hashed ones.
@@ -157,7 +157,7 @@ def capacities(count: int, slots: int, *, tight: bool = False) -> list[int]:
 def _draws(encoded: list[bytes], term: Term) -> list[int]:
     """``draw`` (DESIGN.md §3) of one term for many keys, given their bytes: the suffix is
     built once, not once per key."""
-    suffix = SEPARATOR + term.seed.encode() + SEPARATOR + str(term.occurrence).encode()
+    suffix = term_bytes(term.seed, term.occurrence)
     sha256, number = hashlib.sha256, int.from_bytes
     return [number(sha256(key + suffix).digest()[:8], "big") for key in encoded]
 
