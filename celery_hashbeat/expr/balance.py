@@ -25,7 +25,6 @@ twenty.
 
 from __future__ import annotations
 
-import hashlib
 import heapq
 import math
 from collections.abc import Collection
@@ -34,7 +33,7 @@ from functools import lru_cache
 from itertools import repeat
 
 from .grammar import Template, parse_template
-from .seeding import Key, draw, key_bytes, term_bytes
+from .seeding import Key, draw, drawn, key_bytes, term_bytes
 
 #: The seed field of the balancer's own draws (priority and probes); part of the contract of
 #: balanced values, as DESIGN.md §3's field names are of hashed ones.
@@ -158,8 +157,7 @@ def _draws(encoded: list[bytes], term: Term) -> list[int]:
     """``draw`` (DESIGN.md §3) of one term for many keys, given their bytes: the suffix is
     built once, not once per key."""
     suffix = term_bytes(term.seed, term.occurrence)
-    sha256, number = hashlib.sha256, int.from_bytes
-    return [number(sha256(key + suffix).digest()[:8], "big") for key in encoded]
+    return [drawn(key + suffix) for key in encoded]
 
 
 def _probe(key: Key, attempt: int, slots: int) -> int:

@@ -82,20 +82,17 @@ class Resolver:
             if self._needs_key:
                 _missing_key(self.template)
             return self._interned_or_built(self._plain, [], day_and)
+        given = None if offsets is None else iter(offsets)
+        material = key_bytes(cast(Key, key)) if given is None else b""
         texts = self._plain.copy()
         chosen = []
-        if offsets is None:
-            material = key_bytes(cast(Key, key))
-            for i, written, terms in self._hashed:
-                values = [_draw(term, material + suffix) for term, suffix in terms]
-                texts[i] = _field_text(written.parts, values)
-                chosen.append(values)
-        else:
-            given = iter(offsets)
-            for i, written, terms in self._hashed:
-                values = [_place(term, next(given)) for term, _ in terms]
-                texts[i] = _field_text(written.parts, values)
-                chosen.append(values)
+        for i, written, terms in self._hashed:
+            values = [
+                _draw(term, material + suffix) if given is None else _place(term, next(given))
+                for term, suffix in terms
+            ]
+            texts[i] = _field_text(written.parts, values)
+            chosen.append(values)
         return self._interned_or_built(texts, chosen, day_and)
 
     def _interned_or_built(
@@ -105,7 +102,7 @@ class Resolver:
         found = self._interned.get((text, day_and))
         if found is None:
             values = [written.values for written in self.template.fields]
-            for (i, written, _), terms in zip(self._hashed, drawn, strict=False):
+            for (i, written, _), terms in zip(self._hashed, drawn, strict=True):
                 values[i] = written.values.union(*terms)
             found = self._interned[text, day_and] = self._build(values, text, day_and)
         return found
