@@ -171,20 +171,19 @@ class FanOut:
     def expand(self, schedule: Mapping[str, Any]) -> Expansion:
         """Take in a beat_schedule mapping (all of it, or entries added to it)."""
         result = Expansion()
-        plain, subs = result.plain, self.subs
         for name, definition in schedule.items():
-            if type(definition) is dict and "workers" not in definition and name not in subs:
-                plain[name] = definition  # nearly every entry: nothing to fan out or forget
-                continue
-            before = subs.get(name, set())
+            before = self.subs.get(name)
             self._take(name, definition, result)
-            result.gone |= before - subs.get(name, set())
+            if before:  # copies it had that it has no more
+                result.gone |= before - self.subs.get(name, set())
         return result
 
     def _take(self, name: str, definition: Any, result: Expansion) -> None:
-        if not isinstance(definition, Mapping) or "workers" not in definition:
+        mapping = type(definition) is dict or isinstance(definition, Mapping)
+        if not mapping or "workers" not in definition:
             result.plain[name] = definition
-            self._forget(name)
+            if name in self.subs:  # no longer fanned out (every "*" entry has its subs)
+                self._forget(name)
             return
         try:
             listed = fanned_nodes(name, definition)
