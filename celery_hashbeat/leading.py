@@ -17,7 +17,7 @@ from celery.utils.log import get_logger
 from celery_hashbeat.compat import serve_runs
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator, Mapping
 
     from celery_hashbeat.ahead import Ahead
     from celery_hashbeat.balancing import Balancer
@@ -92,16 +92,19 @@ class Leading:
         except Exception as exc:
             self._lease.failed(exc, time.monotonic())
             return
-        plan, resume, due_at, queue = self._plan, self._resume, self._due_at, []
-        for name, entry in self.entries.items():
-            plan(entry, now, resume, entry, fences.get(name), now)
-            queue.append((entry, due_at(entry, now)))
-        self._queue.refill(queue)
+        self._queue.refill(self._resumed(fences, now))
         self._parked.clear()
         self._owed.clear()
         self._ahead.reset()
         self._controls.due = 0.0  # the next tick sends the triggers that waited for a leader
-        logger.debug("beat: leading %d entries (%d forgotten)", len(queue), len(gone))
+        logger.debug("beat: leading %d entries (%d forgotten)", len(self._queue), len(gone))
+
+    def _resumed(self, fences: Mapping[str, Fence], now: int) -> Iterator[tuple[Entry, int]]:
+        """Every entry planned from its fence, with when it is next due."""
+        plan, resume, due_at = self._plan, self._resume, self._due_at
+        for name, entry in self.entries.items():
+            plan(entry, now, resume, entry, fences.get(name), now)
+            yield entry, due_at(entry, now)
 
     def _share_balance(self) -> None:
         """As leader, keep the balanced assignment in the store, where every beat and the

@@ -259,21 +259,20 @@ class Scheduler(Leading, Sending, beat.Scheduler):
             self._dispatch_due()
         if time.monotonic() >= lease.due:
             self._maintain()
-        queue = self._queue
         if lease.leader and self._fanout.every_worker:
             self._take_census()
         if lease.leader and self._balance_shared != self._balancer.version:
             self._share_balance()
         if lease.leader:
             self._dispatch_due()  # what a new leader found due
-        if lease.leader and queue:
-            self._make_ahead(cast(int, queue.head()))
+        head = self._queue.head() if lease.leader else None
+        if head is not None:
+            self._make_ahead(head)  # reads the queue, takes nothing off it
         wake = min(lease.due, self._controls.due) if lease.answering else lease.due
         wait = wake - time.monotonic()
-        if lease.leader and queue:
+        if head is not None:
             # Woken at the slot itself (not at the millisecond before it), or before it to make
             # its messages.
-            head = cast(int, queue.head())
             wake_ms = head if self._broker_outage is not None else self._ahead.wake_at(head)
             wait = min(wait, wake_ms / 1000 - self.clock())
         return max(0.0, min(wait, self.max_wait))
