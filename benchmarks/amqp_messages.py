@@ -2,7 +2,7 @@
 
     python benchmarks/amqp_messages.py [--amqp-url amqp://guest:guest@127.0.0.1:5672//] [--confirms]
 
-The test suite compares the two on a Redis broker it starts itself (tests/scheduler/
+The test suite compares the two on a Redis broker it starts itself (tests/beat/
 test_batch_messages.py); it may not need RabbitMQ, so this check of the AMQP path (py-amqp frames
 written per chunk, later slots made from the first one's frames) runs here, against a RabbitMQ
 you have. One beat publishes three slots of each entry both ways on its one publishing thread;

@@ -34,9 +34,9 @@ from celery.schedules import crontab
 from redbeat import RedBeatSchedulerEntry
 
 from celery_hashbeat import Scheduler, hashcron
-from celery_hashbeat.admin import ScheduleAdmin
-from celery_hashbeat.control import Controls
-from celery_hashbeat.definitions import encode
+from celery_hashbeat.control.admin import ScheduleAdmin
+from celery_hashbeat.control.definitions import encode
+from celery_hashbeat.control.polling import Controls
 from celery_hashbeat.store.controls import DEFINITION
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,15 +1,15 @@
 """celery_hashbeat: a highly available Celery beat scheduler with hashed cron schedules."""
 
-from .expr import CronExpr, CronSyntaxError, NoFireTimeError, parse
+from celery_hashbeat.expr import CronExpr, CronSyntaxError, NoFireTimeError, parse
 
 __all__ = ["CronExpr", "CronSyntaxError", "NoFireTimeError", "parse"]
-from . import (
+from celery_hashbeat.control.admin import AdminError, ScheduleAdmin, UnknownEntryError
+from celery_hashbeat.scheduler import Scheduler
+from celery_hashbeat.schedules import hashcron, hashinterval
+from celery_hashbeat.worker import (
+    leases,  # noqa: F401 - connects the worker's side of the run lease
     outcomes,  # noqa: F401 - connects the worker's side of the history
-    running,  # noqa: F401 - connects the worker's side of the run lease
 )
-from .admin import AdminError, ScheduleAdmin, UnknownEntryError
-from .scheduler import Scheduler
-from .schedules import hashcron, hashinterval
 
 __all__ += [
     "AdminError",

@@ -1,5 +1,5 @@
 """``python -m celery_hashbeat``: the same commands as the ``hashbeat`` script."""
 
-from .cli import main
+from celery_hashbeat.cli import main
 
 main(prog_name="hashbeat")

@@ -19,40 +19,40 @@ from celery import beat
 from celery.exceptions import ImproperlyConfigured
 from celery.utils.log import get_logger
 
-from celery_hashbeat.ahead import Ahead
-from celery_hashbeat.background import Abandoned, Guarded, Runner
-from celery_hashbeat.bounds import EntryFinished
-from celery_hashbeat.catalog import Catalog
-from celery_hashbeat.collector import Freezer, building
-from celery_hashbeat.compat import (
+from celery_hashbeat.beat.ahead import Ahead
+from celery_hashbeat.beat.background import Abandoned, Guarded, Runner
+from celery_hashbeat.beat.collector import Freezer, building
+from celery_hashbeat.beat.compat import (
     LiveSchedule,
     apply_changes,
     serve_from,
     warn_differences,
 )
-from celery_hashbeat.control import Controls
-from celery_hashbeat.entries import Entry, EntryError
-from celery_hashbeat.fanout import WorkerCensus
-from celery_hashbeat.http import HealthServer, PortInUse
-from celery_hashbeat.leading import Leading
-from celery_hashbeat.lease import Lease, new_token
-from celery_hashbeat.metrics import Metrics
-from celery_hashbeat.observe import Watch
-from celery_hashbeat.overlap import (
+from celery_hashbeat.beat.leadership import Leading
+from celery_hashbeat.beat.lease import Lease, new_token
+from celery_hashbeat.beat.overlap import (
     WAIT_POLL_MS,
     Overlaps,
     Verdict,
     run_guard,
     warn_unreachable_leases,
 )
-from celery_hashbeat.sending import Sending
+from celery_hashbeat.beat.sending import Sending
+from celery_hashbeat.beat.slotqueue import SlotQueue
+from celery_hashbeat.beat.stopping import GRACE, StopRequests
+from celery_hashbeat.control.polling import Controls
+from celery_hashbeat.entries.bounds import EntryFinished
+from celery_hashbeat.entries.catalog import Catalog
+from celery_hashbeat.entries.entry import Entry, EntryError
+from celery_hashbeat.entries.fanout import WorkerCensus
+from celery_hashbeat.entries.slots import ScheduleEnded, ScheduleTooSlow
+from celery_hashbeat.observe.http import HealthServer, PortInUse
+from celery_hashbeat.observe.metrics import Metrics
+from celery_hashbeat.observe.watch import Watch
 from celery_hashbeat.settings import ConfigurationExit, Settings
-from celery_hashbeat.slotqueue import SlotQueue
-from celery_hashbeat.slots import ScheduleEnded, ScheduleTooSlow
-from celery_hashbeat.stopping import GRACE, StopRequests
 from celery_hashbeat.store import open_store
-from celery_hashbeat.store._util import mask_url
 from celery_hashbeat.store.base import StoreConfigError, StoreUnavailable
+from celery_hashbeat.store.options import mask_url
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping

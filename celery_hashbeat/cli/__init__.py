@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import click
 
-from .admin import add, pause, remove, resume, trigger, update
-from .entries import entries
-from .explain import explain
-from .lint import lint
-from .output import EXIT_CODES_HELP
-from .schedule import schedule_command
-from .show import show
-from .spread import spread
-from .status import status
+from celery_hashbeat.cli.admin import add, pause, remove, resume, trigger, update
+from celery_hashbeat.cli.entries import entries
+from celery_hashbeat.cli.explain import explain
+from celery_hashbeat.cli.lint import lint
+from celery_hashbeat.cli.output import EXIT_CODES_HELP
+from celery_hashbeat.cli.schedule import schedule_command
+from celery_hashbeat.cli.show import show
+from celery_hashbeat.cli.spread import spread
+from celery_hashbeat.cli.status import status
 
 HELP = f"""Inspect hash-cron schedules and the celery_hashbeat scheduler.
 

@@ -13,10 +13,16 @@ from typing import Any
 
 import click
 
-from ..admin import AdminError, ScheduleAdmin, UnknownEntryError
-from ..definitions import DefinitionError, schedule_object
-from .loading import app_option, beat_schedule, chosen_store, connected, require_app
-from .output import Failure, relative, stamp
+from celery_hashbeat.cli.loading import (
+    app_option,
+    beat_schedule,
+    chosen_store,
+    connected,
+    require_app,
+)
+from celery_hashbeat.cli.output import Failure, relative, stamp
+from celery_hashbeat.control.admin import AdminError, ScheduleAdmin, UnknownEntryError
+from celery_hashbeat.control.definitions import DefinitionError, schedule_object
 
 
 class Refused(Failure):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import click
 
-from . import HELP, main
+from celery_hashbeat.cli import HELP, main
 
 hashbeat = click.Group(
     name="hashbeat",

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from .output import SetupError
+from celery_hashbeat.cli.output import SetupError
 
 BLOCKS = " ▁▂▃▄▅▆▇█"
 

@@ -8,10 +8,10 @@ import time
 
 import click
 
-from .admin import opened_admin
-from .loading import app_option
-from .output import echo_json, json_option, relative, stamp, table
-from .show import paused_word, schedule_text, view_json
+from celery_hashbeat.cli.admin import opened_admin
+from celery_hashbeat.cli.loading import app_option
+from celery_hashbeat.cli.output import echo_json, json_option, relative, stamp, table
+from celery_hashbeat.cli.show import paused_word, schedule_text, view_json
 
 
 @click.command("entries")

@@ -9,10 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ..expr import CronSyntaxError, NoFireTimeError, parse
-from ..expr.balance import shape_of, terms_of
-from ..schedules import hashcron
-from .loading import (
+from celery_hashbeat.cli.loading import (
     app_option,
     app_settings,
     build_entries,
@@ -20,7 +17,10 @@ from .loading import (
     find_celery_app,
     zone_option,
 )
-from .output import SetupError, StoreFailure
+from celery_hashbeat.cli.output import SetupError, StoreFailure
+from celery_hashbeat.expr import CronSyntaxError, NoFireTimeError, parse
+from celery_hashbeat.expr.balance import shape_of, terms_of
+from celery_hashbeat.schedules import hashcron
 
 if TYPE_CHECKING:
     from celery import Celery

@@ -15,13 +15,13 @@ from typing import Any
 import click
 from celery.schedules import crontab
 
-from ..expr import CronSyntaxError, parse
-from ..expr.fields import Field
-from ..expr.grammar import STAR
-from ..schedules import hashcron
-from .loading import app_option, beat_schedule, find_celery_app
-from .output import Exit, SetupError, echo_json, json_option
-from .terms import FieldText, crontab_text, fields_of, literal, stepped
+from celery_hashbeat.cli.loading import app_option, beat_schedule, find_celery_app
+from celery_hashbeat.cli.output import Exit, SetupError, echo_json, json_option
+from celery_hashbeat.cli.terms import FieldText, crontab_text, fields_of, literal, stepped
+from celery_hashbeat.expr import CronSyntaxError, parse
+from celery_hashbeat.expr.fields import Field
+from celery_hashbeat.expr.grammar import STAR
+from celery_hashbeat.schedules import hashcron
 
 #: Where a step wraps around, per field: (cycle length, unit, what the wrap is called).
 WRAPS = {

@@ -17,16 +17,16 @@ import click
 from celery.app.utils import find_app
 from celery.bin.base import CLIContext
 
-from ..balancing import Balancer
-from ..building import build_entry
-from ..entries import Entry, EntryError
-from ..expr import CronSyntaxError
-from ..expr.zones import load_zone
-from ..fanout import FanOut, fan_out, fanned_nodes, sub_name
-from ..settings import DEFAULT_KEY_PREFIX, Settings
-from ..sharing import SharedSlots
-from ..store import Store, StoreConfigError, StoreError, open_store
-from .output import SetupError, StoreFailure
+from celery_hashbeat.cli.output import SetupError, StoreFailure
+from celery_hashbeat.entries.balancing import Balancer
+from celery_hashbeat.entries.building import build_entry
+from celery_hashbeat.entries.entry import Entry, EntryError
+from celery_hashbeat.entries.fanout import FanOut, fan_out, fanned_nodes, sub_name
+from celery_hashbeat.entries.sharing import SharedSlots
+from celery_hashbeat.expr import CronSyntaxError
+from celery_hashbeat.expr.zones import load_zone
+from celery_hashbeat.settings import DEFAULT_KEY_PREFIX, Settings
+from celery_hashbeat.store import Store, StoreConfigError, StoreError, open_store
 
 if TYPE_CHECKING:
     from celery import Celery

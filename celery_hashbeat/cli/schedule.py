@@ -11,11 +11,7 @@ from typing import TYPE_CHECKING
 import click
 from celery.schedules import crontab, schedule, solar
 
-from ..entries import Entry
-from ..schedules import hashcron, hashinterval
-from ..slots import IntervalSlots
-from ..store.base import Roster
-from .loading import (
+from celery_hashbeat.cli.loading import (
     Built,
     app_option,
     app_settings,
@@ -24,7 +20,7 @@ from .loading import (
     connected,
     require_app,
 )
-from .output import (
+from celery_hashbeat.cli.output import (
     SetupError,
     StoreFailure,
     duration,
@@ -34,7 +30,11 @@ from .output import (
     stamp,
     table,
 )
-from .terms import crontab_text
+from celery_hashbeat.cli.terms import crontab_text
+from celery_hashbeat.entries.entry import Entry
+from celery_hashbeat.entries.slots import IntervalSlots
+from celery_hashbeat.schedules import hashcron, hashinterval
+from celery_hashbeat.store.base import Roster
 
 if TYPE_CHECKING:
     from celery import Celery

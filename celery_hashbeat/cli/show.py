@@ -14,12 +14,26 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from ..admin import EntryView, ScheduleAdmin, UnknownEntryError
-from ..history import HISTORY_CAP, MISSED, SENT, SKIPPED, Record, decode
-from ..settings import DEFAULT_KEY_PREFIX
-from ..store import Store
-from .loading import app_option, build_entries, chosen_store, connected, find_celery_app
-from .output import Findings, echo_json, json_option, relative, stamp, stamp_iso, table
+from celery_hashbeat.cli.loading import (
+    app_option,
+    build_entries,
+    chosen_store,
+    connected,
+    find_celery_app,
+)
+from celery_hashbeat.cli.output import (
+    Findings,
+    echo_json,
+    json_option,
+    relative,
+    stamp,
+    stamp_iso,
+    table,
+)
+from celery_hashbeat.control.admin import EntryView, ScheduleAdmin, UnknownEntryError
+from celery_hashbeat.observe.history import HISTORY_CAP, MISSED, SENT, SKIPPED, Record, decode
+from celery_hashbeat.settings import DEFAULT_KEY_PREFIX
+from celery_hashbeat.store import Store
 
 if TYPE_CHECKING:
     from celery import Celery

@@ -17,15 +17,15 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import click
 
-from ..entries import Entry
-from ..expr import CronExpr, CronSyntaxError, parse
-from ..expr.balance import assign, terms_of
-from ..schedules import hashcron, hashinterval
-from ..slots import ChainSlots, CronSlots, IntervalSlots, Slots, to_ms
-from .chart import axis, bars, columns, write_png
-from .loading import app_option, build_entries, find_celery_app, zone_option
-from .output import SetupError, echo_json, json_option
-from .terms import lowest
+from celery_hashbeat.cli.chart import axis, bars, columns, write_png
+from celery_hashbeat.cli.loading import app_option, build_entries, find_celery_app, zone_option
+from celery_hashbeat.cli.output import SetupError, echo_json, json_option
+from celery_hashbeat.cli.terms import lowest
+from celery_hashbeat.entries.entry import Entry
+from celery_hashbeat.entries.slots import ChainSlots, CronSlots, IntervalSlots, Slots, to_ms
+from celery_hashbeat.expr import CronExpr, CronSyntaxError, parse
+from celery_hashbeat.expr.balance import assign, terms_of
+from celery_hashbeat.schedules import hashcron, hashinterval
 
 if TYPE_CHECKING:
     from celery import Celery

@@ -11,12 +11,14 @@ from collections.abc import Mapping
 import click
 from celery import Celery
 
-from ..definitions import DefinitionError, Pause, decode_pause
-from ..settings import DEFAULT_KEY_PREFIX
-from ..store import BeatInfo, LeaseInfo, Store
-from ..store.base import Roster
-from .loading import app_option, build_entries, chosen_store, connected, find_celery_app
-from .output import (
+from celery_hashbeat.cli.loading import (
+    app_option,
+    build_entries,
+    chosen_store,
+    connected,
+    find_celery_app,
+)
+from celery_hashbeat.cli.output import (
     Findings,
     duration,
     echo_json,
@@ -26,7 +28,11 @@ from .output import (
     stamp_iso,
     table,
 )
-from .show import Summary, records, summarize
+from celery_hashbeat.cli.show import Summary, records, summarize
+from celery_hashbeat.control.definitions import DefinitionError, Pause, decode_pause
+from celery_hashbeat.settings import DEFAULT_KEY_PREFIX
+from celery_hashbeat.store import BeatInfo, LeaseInfo, Store
+from celery_hashbeat.store.base import Roster
 
 
 @click.command()

@@ -12,8 +12,8 @@ from typing import Any
 
 from celery.schedules import crontab
 
-from ..expr.fields import FIVE_FIELDS, NAMES, SIX_FIELDS, Field
-from ..expr.grammar import ALIASES, FIELD_TEXT, HASH, RANGE, STAR
+from celery_hashbeat.expr.fields import FIVE_FIELDS, NAMES, SIX_FIELDS, Field
+from celery_hashbeat.expr.grammar import ALIASES, FIELD_TEXT, HASH, RANGE, STAR
 
 
 @dataclass(frozen=True)

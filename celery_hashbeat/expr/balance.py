@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from itertools import repeat
 
-from .grammar import Template, parse_template
-from .seeding import Key, draw, drawn, key_bytes, term_bytes
+from celery_hashbeat.expr.grammar import Template, parse_template
+from celery_hashbeat.expr.seeding import Key, draw, drawn, key_bytes, term_bytes
 
 #: The seed field of the balancer's own draws (priority and probes); part of the contract of
 #: balanced values, as DESIGN.md §3's field names are of hashed ones.

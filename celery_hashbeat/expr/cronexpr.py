@@ -11,12 +11,12 @@ import math
 from collections.abc import Iterator
 from datetime import datetime, tzinfo
 
-from .describe import describe
-from .errors import CronSyntaxError, NoFireTimeError
-from .resolve import Parsed, resolver_for
-from .seeding import Key
-from .timing import timing_for
-from .zones import load_zone, zone_for
+from celery_hashbeat.expr.describe import describe
+from celery_hashbeat.expr.errors import CronSyntaxError, NoFireTimeError
+from celery_hashbeat.expr.resolve import Parsed, resolver_for
+from celery_hashbeat.expr.seeding import Key
+from celery_hashbeat.expr.timing import timing_for
+from celery_hashbeat.expr.zones import load_zone, zone_for
 
 
 def parse(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from .fields import DaySpec, day_bits, weekday_masks
+from celery_hashbeat.expr.fields import DaySpec, day_bits, weekday_masks
 
 SATURDAY, SUNDAY = 6, 0
 MONTH_LENGTHS = (0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from itertools import pairwise
 from typing import NamedTuple
 
-from .fields import DaySpec, Resolved
+from celery_hashbeat.expr.fields import DaySpec, Resolved
 
 WEEKDAYS = ("Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday")
 MONTHS = (

@@ -11,8 +11,8 @@ import re
 from dataclasses import dataclass, field
 from typing import NoReturn
 
-from .errors import CronSyntaxError
-from .fields import FIVE_FIELDS, NAMES, SIX_FIELDS, Field
+from celery_hashbeat.expr.errors import CronSyntaxError
+from celery_hashbeat.expr.fields import FIVE_FIELDS, NAMES, SIX_FIELDS, Field
 
 MAX_LENGTH = 1000
 ALLOWED = frozenset("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ*?,-/#()[]@ \t")

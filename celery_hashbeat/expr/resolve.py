@@ -11,12 +11,12 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import cast
 
-from .days import can_ever_fire
-from .errors import CronSyntaxError
-from .fields import DaySpec, Field, Resolved
-from .grammar import FieldTemplate, HashTerm, Template, parse_template
-from .seeding import Key, drawn, key_bytes, term_bytes
-from .timing import WallClock
+from celery_hashbeat.expr.days import can_ever_fire
+from celery_hashbeat.expr.errors import CronSyntaxError
+from celery_hashbeat.expr.fields import DaySpec, Field, Resolved
+from celery_hashbeat.expr.grammar import FieldTemplate, HashTerm, Template, parse_template
+from celery_hashbeat.expr.seeding import Key, drawn, key_bytes, term_bytes
+from celery_hashbeat.expr.timing import WallClock
 
 ZERO = frozenset({0})
 

@@ -16,10 +16,10 @@ from __future__ import annotations
 import abc
 from datetime import date
 
-from .days import DayMatcher, day_matcher, month_length
-from .errors import NoFireTimeError
-from .fields import Resolved, next_table, prev_table
-from .zones import Segment, Zone
+from celery_hashbeat.expr.days import DayMatcher, day_matcher, month_length
+from celery_hashbeat.expr.errors import NoFireTimeError
+from celery_hashbeat.expr.fields import Resolved, next_table, prev_table
+from celery_hashbeat.expr.zones import Segment, Zone
 
 DAY = 86400
 EPOCH_ORDINAL = date(1970, 1, 1).toordinal()

@@ -13,7 +13,7 @@ from functools import lru_cache
 from typing import NamedTuple
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from .errors import CronSyntaxError
+from celery_hashbeat.expr.errors import CronSyntaxError
 
 DAY = 86400
 EPOCH_ORDINAL = date(1970, 1, 1).toordinal()

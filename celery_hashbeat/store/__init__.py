@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from ._util import config_error
-from .base import (
+from celery_hashbeat.store.base import (
     BeatInfo,
     LeaseInfo,
     Store,
@@ -12,9 +11,10 @@ from .base import (
     StoreError,
     StoreUnavailable,
 )
-from .redis import RedisStore
-from .redis_connect import SCHEMES as REDIS_SCHEMES
-from .sqlite import SQLiteStore
+from celery_hashbeat.store.options import config_error
+from celery_hashbeat.store.redis.connect import SCHEMES as REDIS_SCHEMES
+from celery_hashbeat.store.redis.store import RedisStore
+from celery_hashbeat.store.sqlite.store import SQLiteStore
 
 __all__ = [
     "BeatInfo",

@@ -36,7 +36,7 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from .controls import Controls
+from celery_hashbeat.store.controls import Controls
 
 logger = logging.getLogger("celery_hashbeat.store")
 

@@ -1,7 +1,7 @@
 """What operators change while the beats run (DESIGN.md §13): stored entries, pauses, triggers.
 
 The store keeps three things for the runtime controls, all opaque text to it (JSON written and
-read by ``celery_hashbeat.definitions``), none of them lease-checked on the way in, since an
+read by ``celery_hashbeat.control.definitions``), none of them lease-checked on the way in, since an
 operator writes them whether or not a beat runs:
 
 - per name, a *definition* (an entry kept in the store beside ``beat_schedule``) and a *pause*

@@ -56,7 +56,7 @@ def run(
     """Runs a real command (``hashbeat``, ``celery``, ``python``) from the venv, with the test
     app importable and pointed at this test's store. It runs in ``tmp_path``, not the checkout,
     so that a relative store URL (the default one) never leaves a file in the checkout;
-    ``env`` adds variables (``HASHBEAT_CONFIG`` for ``tests.scheduler.config_app``)."""
+    ``env`` adds variables (``HASHBEAT_CONFIG`` for ``tests.beat.config_app``)."""
     base = {
         **os.environ,
         "PYTHONPATH": str(ROOT),

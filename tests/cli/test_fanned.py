@@ -196,7 +196,7 @@ def test_a_fanned_entry_that_cannot_run(run: Run, tmp_path: Path) -> None:
         },
     }
     env = {"HASHBEAT_CONFIG": json.dumps(config)}
-    done = run("hashbeat", "schedule", "-A", "tests.scheduler.config_app", "--no-store", env=env)
+    done = run("hashbeat", "schedule", "-A", "tests.beat.config_app", "--no-store", env=env)
     assert done.returncode == Exit.SETUP, done.stdout + done.stderr
     errors = [line for line in done.stdout.splitlines() if line.startswith("cannot run: ")]
     assert len(errors) == 3, done.stdout

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from click.testing import Result
 
 from celery_hashbeat.cli.output import Exit
-from celery_hashbeat.history import Record, encode
+from celery_hashbeat.observe.history import Record, encode
 from celery_hashbeat.store import Store
 
 Invoke = Callable[..., Result]

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from click.testing import Result
 
-from celery_hashbeat.admin import ScheduleAdmin
+from celery_hashbeat.control.admin import ScheduleAdmin
 from celery_hashbeat.store import Store
 from tests.cli.proj import app
 

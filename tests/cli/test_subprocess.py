@@ -90,7 +90,7 @@ def test_celery_explain_uses_the_apps_timezone(run: Run, tmp_path: Path) -> None
     still wins, and plain ``hashbeat explain`` (no app) stays in UTC."""
     config = {"timezone": "Europe/Riga", "hashbeat_store_url": f"sqlite:///{tmp_path}/s.sqlite"}
     env = {"HASHBEAT_CONFIG": json.dumps(config)}
-    app = ["celery", "-A", "tests.scheduler.config_app", "hashbeat"]
+    app = ["celery", "-A", "tests.beat.config_app", "hashbeat"]
     args = ["explain", "0 9 * * *", "--after", "2026-06-01", "-n", "1", "--json"]
     done = run(*app, *args, env=env)
     assert done.returncode == 0, done.stderr

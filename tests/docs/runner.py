@@ -49,9 +49,9 @@ from celery.exceptions import FixupWarning
 from celery.utils.imports import load_extension_class_names, symbol_by_name
 
 from celery_hashbeat import Scheduler
-from celery_hashbeat.fanout import EVERY_WORKER, sub_name
+from celery_hashbeat.entries.fanout import EVERY_WORKER, sub_name
 from celery_hashbeat.settings import DEFAULT_STORE_URL, Settings
-from celery_hashbeat.store import redis_connect
+from celery_hashbeat.store.redis import connect as redis_connect
 
 from .markdown import Block, YamlError, blocks, load_yaml
 

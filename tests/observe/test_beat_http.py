@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from celery_hashbeat.history import decode
+from celery_hashbeat.observe.history import decode
 from celery_hashbeat.store import open_store
 from tests.docs.markdown import blocks, load_yaml
 from tests.observe.beats import Beat, Beats

@@ -1,5 +1,5 @@
-"""The HTTP endpoints' answers (celery_hashbeat/http.py) on a real socket, with the one fake the
-suite allows: the clock, to stop the tick loop without waiting 30 s."""
+"""The HTTP endpoints' answers (celery_hashbeat/observe/http.py) on a real socket, with the one
+fake the suite allows: the clock, to stop the tick loop without waiting 30 s."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from celery_hashbeat.http import HealthServer, PortInUse
-from celery_hashbeat.metrics import Metrics
-from celery_hashbeat.observe import LIVENESS_FLOOR, Watch
+from celery_hashbeat.observe.http import HealthServer, PortInUse
+from celery_hashbeat.observe.metrics import Metrics
+from celery_hashbeat.observe.watch import LIVENESS_FLOOR, Watch
 
 
 class Clock:

@@ -1,10 +1,11 @@
-"""History records (celery_hashbeat/history.py): one line of JSON each, read back as written."""
+"""History records (celery_hashbeat/observe/history.py): one line of JSON each, read back as
+written."""
 
 from __future__ import annotations
 
 import json
 
-from celery_hashbeat.history import Outbox, Record, decode, encode, sent_text
+from celery_hashbeat.observe.history import Outbox, Record, decode, encode, sent_text
 
 TASK = "6f1c2a4e-1111-2222-3333-444455556666"
 

@@ -21,7 +21,7 @@ from celery_hashbeat.store import (
     open_store,
 )
 from celery_hashbeat.store.base import Fence
-from celery_hashbeat.store.redis_scripts import CLAIM_SCRIPT, RENEW_SCRIPT
+from celery_hashbeat.store.redis.scripts import CLAIM_SCRIPT, RENEW_SCRIPT
 from tests.support.redis_server import RedisProcess, free_port, redis_server_binary
 
 LONG = 60_000

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from celery_hashbeat.store import SQLiteStore, StoreConfigError, StoreUnavailable, open_store
-from celery_hashbeat.store import sqlite as sqlite_store
 from celery_hashbeat.store.base import Fence
+from celery_hashbeat.store.sqlite import store as sqlite_store
 
 LONG = 60_000
 

@@ -1,0 +1,144 @@
+"""Where the scheduler behaves as ``celery.beat`` does for code and tools that look at it.
+
+- ``Scheduler.schedule`` is a live mapping (``LiveSchedule``): an entry written into it, or
+  deleted from it, is in or out of the schedule at once, and an entry whose ``schedule`` is
+  replaced in place is replanned at the next tick (``apply_changes``);
+- ``last_run_at`` and ``total_run_count`` come from the store when a beat starts to lead, or
+  first stands by (``serve_runs``), so restarts and failovers keep them;
+- the "Sending due task" line comes from Celery's ``celery.beat`` logger (``BEAT_LOGGER``), so the
+  usual way of silencing it works; the scheduler's own lines keep its own logger;
+- the places where the design deliberately differs are said once at start (``warn_differences``);
+  docs/migration.md lists them all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, MutableMapping
+from typing import TYPE_CHECKING, Any
+
+from celery.utils.log import get_logger
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+
+    from celery.beat import ScheduleEntry
+
+    from celery_hashbeat.entries.entry import Entry
+    from celery_hashbeat.scheduler import Scheduler
+    from celery_hashbeat.settings import Settings
+    from celery_hashbeat.store.base import Fence, Store
+
+#: Celery's beat logger: the send lines are logged there, as Celery's own scheduler logs them.
+BEAT_LOGGER = get_logger("celery.beat")
+
+logger = get_logger(__name__)
+
+#: How many entry names a start-up warning lists before it says "and N more".
+NAMES_SHOWN = 5
+
+
+class LiveSchedule(MutableMapping[str, "ScheduleEntry"]):
+    """``Scheduler.schedule``: the scheduler's entries by name, as Celery's mapping is. Writing a
+    definition (a dict or a ScheduleEntry) adds or replaces an entry, as ``beat_schedule`` would;
+    deleting takes one out."""
+
+    def __init__(self, scheduler: Scheduler) -> None:
+        self._scheduler = scheduler
+
+    def __getitem__(self, name: str) -> ScheduleEntry:
+        return self._scheduler.entries[name]
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        current = self._scheduler.entries.get(name)
+        if current is value:
+            return
+        self._scheduler.update_from_dict({name: value})
+
+    def __delitem__(self, name: str) -> None:
+        if name not in self._scheduler.entries:
+            raise KeyError(name)
+        self._scheduler._catalog.deactivate([name])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._scheduler.entries))
+
+    def __len__(self) -> int:
+        return len(self._scheduler.entries)
+
+    def __repr__(self) -> str:
+        return f"<LiveSchedule of {len(self)} entries>"
+
+
+def apply_changes(scheduler: Scheduler, changed: list[Entry]) -> None:
+    """Replan the entries whose ``schedule`` was replaced in place (``entry.schedule = ...``):
+    each is rebuilt from its own fields, so its slots follow the new schedule from now on.
+    Copies of entries (``copy.copy``, ``next(entry)``) are detached and ignored."""
+    pending = list(changed)
+    changed.clear()
+    current = {entry.name: entry for entry in pending if scheduler.entries.get(entry.name) is entry}
+    for entry in current.values():
+        entry.active = False
+        del scheduler.entries[entry.name]
+    if current:
+        scheduler.update_from_dict(current)
+    for name, old in current.items():
+        new = scheduler.entries.get(name)
+        if new is not None:  # the same entry to anyone looking: it keeps its history
+            new.last_slot, new.total_run_count = old.last_slot, old.total_run_count
+
+
+def serve_runs(entries: Mapping[str, Entry], fences: Mapping[str, Fence]) -> None:
+    """Give entries the ``last_run_at`` and ``total_run_count`` the store knows, so that both
+    survive restarts and failovers: the last slot claimed (or, before any, the anchor the slots
+    count from) and the run count kept beside the fence."""
+    for name, fence in fences.items():
+        entry = entries.get(name)
+        if entry is not None:
+            entry.last_slot = fence.slot
+            entry.total_run_count = fence.runs
+
+
+def serve_from(store: Store, entries: Mapping[str, Entry]) -> bool:
+    """``serve_runs`` from the store's fences, for a standby (a leader reads them anyway when
+    it takes over); False if the store did not answer, to try again at the next lease call."""
+    try:
+        fences = store.fences()
+    except Exception:
+        return False
+    serve_runs(entries, fences)
+    return True
+
+
+def warn_differences(entries: Iterable[Entry], settings: Settings) -> None:
+    """Say once, at start, where this schedule meets a deliberate difference from Celery's
+    scheduler (docs/migration.md, "Compatibility with celery.beat")."""
+    asking = sorted(entry.name for entry in entries if entry.source.asks_is_due)
+    if asking:
+        logger.warning(
+            "beat: %s is_due; celery_hashbeat asks it at each slot of the schedule and skips "
+            "the slot when it says not due, but does not use the 'next' it returns (Celery "
+            "asks again that much later): see 'Compatibility with celery.beat' in "
+            "docs/migration.md",
+            names(asking, "the schedule of entry", "the schedules of entries")
+            + (" overrides" if len(asking) == 1 else " override"),
+        )
+    window, deadline = settings.catch_up_window, settings.cron_deadline
+    if window is not None and deadline is not None and window != deadline:
+        logger.warning(
+            "beat: beat_cron_starting_deadline (%gs) and hashbeat_catch_up_window (%gs) are both "
+            "set; crontab entries use the tighter, %gs, and other entries %gs (an entry's own "
+            "catch_up_window overrides both): set one of them only to avoid the doubt",
+            deadline,
+            window,
+            min(window, deadline),
+            window,
+        )
+
+
+def names(found: list[str], one: str, many: str) -> str:
+    """``found`` as a phrase: 'the schedule of entry 'a'', or a few names and how many more."""
+    shown = ", ".join(repr(name) for name in found[:NAMES_SHOWN])
+    more = len(found) - NAMES_SHOWN
+    if more > 0:
+        shown += f" and {more} more"
+    return f"{one if len(found) == 1 else many} {shown}"

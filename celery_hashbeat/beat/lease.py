@@ -1,0 +1,214 @@
+"""Leadership (DESIGN.md §5): at most one beat holds the lease and enqueues.
+
+The lease is a state machine driven by the scheduler's ticks: a standby tries to acquire at least
+once a second, the leader renews every renewal period and steps down the moment a renewal fails,
+and an unreachable store makes any beat a standby that retries with backoff. Each change of state
+is logged once, never once per tick.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import socket
+from typing import TYPE_CHECKING
+
+from celery.utils.log import get_logger
+
+from celery_hashbeat.store.base import StoreAuthError, StoreError
+
+if TYPE_CHECKING:
+    from celery_hashbeat.observe.watch import Watch
+    from celery_hashbeat.settings import Settings
+    from celery_hashbeat.store.base import Store
+
+logger = get_logger(__name__)
+
+LEADER = "leader"
+STANDBY = "standby"
+
+#: The longest pause between attempts while the store is unreachable.
+BACKOFF_CAP = 5.0
+
+#: How soon a leader cut off from the store tries again while its lease may still hold: it may
+#: have claims whose replies were lost, and only it can recognise (and send) them.
+RECLAIM_RETRY = 0.1
+
+
+def new_token() -> str:
+    """``hostname:pid:random``: says which process holds the lease, and is never reused."""
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(6)}"
+
+
+class Lease:
+    """One beat's side of the lease. ``due`` is when (monotonic seconds) it next needs a call."""
+
+    def __init__(self, settings: Settings, token: str) -> None:
+        self.token = token
+        self.ttl_ms = settings.lease_ttl_ms
+        self.renew_interval = settings.renew_interval
+        self.standby_interval = min(1.0, settings.renew_interval)
+        self.leader = False
+        self.due = 0.0
+        self._role: str | None = None
+        self._heartbeat_due = 0.0
+        self._outage: str | None = None
+        self._backoff = self.standby_interval / 2
+        #: Until when (monotonic) the lease may still be this beat's, as far as it knows.
+        self.held_until = 0.0
+        #: A digest of this beat's schedule, shown to the other beats through the heartbeat.
+        self.schedule_digest = ""
+        self._warned_digest: str | None = None
+        #: Told whether the store answers and who leads; its outbox rides on each renewal.
+        self.watch: Watch | None = None
+
+    @property
+    def answering(self) -> bool:
+        """Whether the store answered the last lease call."""
+        return self._outage is None
+
+    def maintain(self, store: Store, now: float) -> bool:
+        """Renew or acquire as the role asks. True when this call made this beat the leader."""
+        try:
+            return self._renew(store, now) if self.leader else self._acquire(store, now)
+        except Exception as exc:
+            self.failed(exc, now)
+            return False
+
+    def _renew(self, store: Store, now: float) -> bool:
+        history = self.watch.outbox.drain() if self.watch is not None else []
+        if store.renew(self.token, self.ttl_ms, history=history):
+            self.held_until = now + self.ttl_ms / 1000
+            self._heartbeat(store, LEADER, now)
+            self._answered()
+            self.due = now + self.renew_interval
+            return False
+        self.leader = False
+        self.due = now + self.standby_interval
+        self._became(STANDBY, store, "lost the lease")
+        return False
+
+    def _acquire(self, store: Store, now: float) -> bool:
+        # Its own lease, taken back after an outage, is not extended by acquire: renew it at once.
+        taken = store.acquire(self.token, self.ttl_ms) and (
+            now >= self.held_until or store.renew(self.token, self.ttl_ms)
+        )
+        if taken:
+            self.held_until = now + self.ttl_ms / 1000
+            self.leader = True
+            self._heartbeat(store, LEADER, now)
+            self._answered()
+            self.due = now + self.renew_interval
+            self._became(LEADER, store, "acquired the lease")
+            return True
+        self._heartbeat(store, STANDBY, now)
+        self._answered()
+        self.due = now + self.standby_interval
+        self._became(STANDBY, store, "standing by")
+        return False
+
+    def _heartbeat(self, store: Store, role: str, now: float) -> None:
+        if role == LEADER or now >= self._heartbeat_due:
+            store.heartbeat(self.token, role, self.ttl_ms, self.schedule_digest)
+            self._heartbeat_due = now + self.renew_interval
+
+    def _became(self, role: str, store: Store, what: str) -> None:
+        if role == self._role:
+            return
+        self._role = role
+        if self.watch is not None and role == LEADER:
+            self.watch.leading(True, self.token)
+        if role == LEADER:
+            logger.info(
+                "beat: %s as %s: enqueueing from now on (lease %.1fs, renewed every %.1fs)",
+                what,
+                self.token,
+                self.ttl_ms / 1000,
+                self.renew_interval,
+            )
+            return
+        holder = store.leader()
+        if self.watch is not None:
+            self.watch.leading(False, holder.token if holder else None)
+        logger.info(
+            "beat: %s as %s: the lease is held by %s; trying to take over every %.1fs",
+            what,
+            self.token,
+            holder.token if holder else "nobody",
+            self.standby_interval,
+        )
+        if holder is not None:
+            self._compare_schedules(store, holder.token)
+
+    def _compare_schedules(self, store: Store, leader: str) -> None:
+        """Warn once when the leader runs another schedule: two apps that share one store and
+        prefix share one lease, and only one of them runs."""
+        theirs = next((beat.schedule_digest for beat in store.beats() if beat.token == leader), "")
+        if not theirs or not self.schedule_digest or theirs == self.schedule_digest:
+            return
+        if self._warned_digest != theirs:
+            self._warned_digest = theirs
+            logger.warning(
+                "beat: the leader %s runs a different schedule than this beat; expected for a "
+                "moment during a deploy, but if it belongs to another app, give each app its "
+                "own hashbeat_key_prefix, or only one of them will ever run its tasks",
+                leader,
+            )
+
+    def failed(self, exc: BaseException, now: float) -> None:
+        """The store did not answer: stand by (enqueue nothing) and retry with backoff."""
+        stepped_down = "stepped down as leader, " if self.leader else ""
+        self.leader = False
+        self._role = None
+        if self.watch is not None:
+            self.watch.store_failed(exc)
+            self.watch.leading(False, None)
+        self.due = now + (RECLAIM_RETRY if now < self.held_until else self._backoff)
+        if self._outage is None:
+            self._outage = str(exc) or type(exc).__name__
+            if isinstance(exc, StoreAuthError):
+                logger.error(
+                    "beat: the store refused the credentials (%s): %senqueueing nothing until "
+                    "the settings are fixed; retrying",
+                    exc,
+                    stepped_down,
+                )
+            elif isinstance(exc, StoreError):
+                logger.warning(
+                    "beat: the store is unreachable (%s): %senqueueing nothing until it answers",
+                    exc,
+                    stepped_down,
+                )
+            else:
+                logger.error(
+                    "beat: the store failed: %senqueueing nothing until it answers",
+                    stepped_down,
+                    exc_info=exc,
+                )
+        elif logger.isEnabledFor(logging.DEBUG):
+            logger.debug("beat: the store is still unreachable: %s", exc)
+        self._backoff = min(self._backoff * 2, BACKOFF_CAP)
+
+    def _answered(self) -> None:
+        if self.watch is not None:
+            self.watch.store_answered()
+        if self._outage is not None:
+            logger.info("beat: the store answers again (after: %s)", self._outage)
+            self._outage = None
+        self._backoff = self.standby_interval / 2
+
+    def release(self, store: Store) -> None:
+        """Give the lease up on a clean shutdown, so a standby takes over within a second."""
+        if not self.leader:
+            return
+        self.leader = False
+        if self.watch is not None:
+            self.watch.leading(False, None)
+        try:
+            released = store.release(self.token)
+        except Exception as exc:
+            logger.info("beat: could not release the lease (%s); it lapses by itself", exc)
+            return
+        if released:
+            logger.info("beat: released the lease held as %s", self.token)

@@ -1,0 +1,84 @@
+"""Triggers (DESIGN.md §13): the runs an operator asked for now, as the leader sends them.
+
+Plain functions over what the store handed over: which entries each trigger runs (every copy of
+an entry fanned out to workers, each with an id derived from the trigger's), and what became of
+each publish (sent and recorded, to be given back, or lost as at most once allows).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, NamedTuple
+from uuid import uuid5
+
+from celery.utils.log import get_logger
+
+from celery_hashbeat.control.definitions import (
+    DefinitionError,
+    Trigger,
+    decode_trigger,
+    encode_trigger,
+)
+from celery_hashbeat.publish.batch import Outcome, Settled
+from celery_hashbeat.publish.message import NAMESPACE
+
+if TYPE_CHECKING:
+    from celery_hashbeat.entries.entry import Entry
+    from celery_hashbeat.observe.watch import Watch
+
+logger = get_logger("celery_hashbeat.scheduler")
+
+
+class Run(NamedTuple):
+    """One run a trigger asks for: the entry (or one copy of it) and the task id it gets."""
+
+    entry: Entry
+    trigger: Trigger
+    task_id: str
+
+
+def runs_of(
+    taken: Iterable[str], entries: Mapping[str, Entry], copies: Mapping[str, set[str]]
+) -> list[tuple[Run, int]]:
+    """The runs the stored triggers ``taken`` ask for, each with when it was asked (ms); an
+    unreadable trigger, or one for an entry that does not run here, is logged and dropped."""
+    runs = []
+    for text in taken:
+        try:
+            trigger = decode_trigger(text)
+        except DefinitionError as exc:
+            logger.error("beat: dropping a trigger: %s", exc)
+            continue
+        names = sorted(copies.get(trigger.entry, ()))
+        targets = [entries[name] for name in names or [trigger.entry] if name in entries]
+        if not targets:
+            logger.error(
+                "beat: dropping the trigger %s of entry %r: no such entry runs here",
+                trigger.id,
+                trigger.entry,
+            )
+        for entry in targets:
+            task_id = str(uuid5(NAMESPACE, f"{trigger.id}|{entry.name}")) if names else trigger.id
+            runs.append((Run(entry, trigger, task_id), trigger.at))
+    return runs
+
+
+def settle(settled: Iterable[Settled[Run]], watch: Watch, now_ms: int) -> list[str]:
+    """Record the runs that went out and log those lost; the stored triggers to give back
+    (their publish surely failed), once each."""
+    back: dict[str, str] = {}
+    for (entry, trigger, task_id), _, outcome, error in settled:
+        if outcome is Outcome.SENT:
+            logger.info("beat: %s triggered: sent as task %s", entry.name, task_id)
+            watch.triggered(entry.name, task_id, trigger.at, now_ms)
+        elif outcome in (Outcome.FAILED, Outcome.UNSENT):
+            back[trigger.id] = encode_trigger(trigger)
+        else:
+            logger.error(
+                "beat: the trigger %s of %s %s (%s); it is not sent again",
+                task_id,
+                entry.name,
+                "cannot be sent" if outcome is Outcome.DROPPED else "may not have gone out",
+                error,
+            )
+    return list(back.values())

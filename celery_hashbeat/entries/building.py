@@ -1,0 +1,199 @@
+"""From a ``beat_schedule`` definition to an Entry: its keys, their checks and its first slot.
+
+``build_entry`` is where a definition that cannot run is caught, as an EntryError naming the
+entry, before the scheduler keeps it; ``as_definition`` turns an Entry (or Celery's ScheduleEntry)
+back into the definition it stands for. Kept apart from entries.py, which holds what the scheduler
+keeps of each entry and how it moves through its slots.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from celery.beat import ScheduleEntry
+from celery.schedules import crontab
+
+from celery_hashbeat.entries.bounds import BoundedSlots, bound_ms, check_bounds
+from celery_hashbeat.entries.entry import Entry, EntryError
+from celery_hashbeat.entries.slots import (
+    DerivedSlots,
+    ScheduleEnded,
+    ScheduleTooSlow,
+    Slots,
+    to_datetime,
+)
+from celery_hashbeat.settings import catch_up_mode, catch_up_window, overlap_mode
+
+if TYPE_CHECKING:
+    from celery_hashbeat.entries.sharing import SharedSlots
+    from celery_hashbeat.settings import Settings
+
+KNOWN_KEYS = frozenset(
+    {
+        "task",
+        "schedule",
+        "args",
+        "kwargs",
+        "options",
+        "relative",
+        "catch_up",
+        "catch_up_window",
+        "overlap",
+        "workers",
+        "start",
+        "end",
+        "max_runs",
+    }
+)
+
+#: The keys that bound an entry's slots (DESIGN.md §13).
+BOUNDS = frozenset({"start", "end", "max_runs"})
+
+#: The keys that set an entry's own catch-up and overlap policy instead of the settings'.
+POLICY = frozenset({"catch_up", "catch_up_window", "overlap"})
+
+
+def as_definition(definition: Any) -> Mapping[str, Any] | None:
+    """A beat_schedule value as a mapping (an Entry or a ScheduleEntry as the dict it stands
+    for); None for anything else."""
+    if type(definition) is dict:  # what nearly every beat_schedule holds: the quick way
+        return definition
+    if isinstance(definition, Entry):
+        return {
+            "task": definition.task,
+            "schedule": definition._schedule,
+            "args": definition.args,
+            "kwargs": definition.kwargs,
+            "options": definition.options,
+            "relative": definition.relative,
+            "catch_up": definition.catch_up,
+            "catch_up_window": None if definition.window is None else definition.window / 1000,
+            "overlap": definition.overlap,
+            **bounds_of(definition),
+        }
+    if isinstance(definition, ScheduleEntry):
+        return {
+            "task": definition.task,
+            "schedule": definition.schedule,
+            "args": definition.args,
+            "kwargs": definition.kwargs,
+            "options": definition.options,
+        }
+    return definition if isinstance(definition, Mapping) else None
+
+
+def bounds_of(entry: Entry) -> dict[str, Any]:
+    """The bound keys an entry was built with (none for an unbounded one), so that an Entry
+    handed back as a definition keeps its ``start``, ``end`` and ``max_runs``."""
+    start, end = entry.bounds
+    found: dict[str, Any] = {} if entry.max_runs is None else {"max_runs": entry.max_runs}
+    found.update(
+        (key, to_datetime(ms)) for key, ms in (("start", start), ("end", end)) if ms is not None
+    )
+    return found
+
+
+def build_entry(
+    name: str, definition: Any, settings: Settings, shared: SharedSlots, now: int
+) -> Entry:
+    """An Entry from a beat_schedule value (a dict, or a ScheduleEntry), checked by computing its
+    first slot, so a definition that cannot run fails here, naming the entry."""
+    raw, definition = definition, as_definition(definition)
+    if definition is None:
+        raise EntryError(f"entry {name!r}: expected a dict, not {type(raw).__name__}")
+    if not definition.keys() <= KNOWN_KEYS:
+        unknown = sorted(set(definition) - KNOWN_KEYS)
+        raise EntryError(f"entry {name!r}: unknown keys {unknown}; known: {sorted(KNOWN_KEYS)}")
+    if "workers" in definition:
+        raise EntryError(f"entry {name!r}: 'workers' is fanned out before an entry is built")
+    task = definition.get("task")
+    if not isinstance(task, str) or not task:
+        raise EntryError(f"entry {name!r}: 'task' must be a task name, not {task!r}")
+    args = definition.get("args") or ()
+    kwargs = definition.get("kwargs") or {}
+    options = definition.get("options") or {}
+    if not (_is_mapping(kwargs) and _is_mapping(options)):
+        raise EntryError(f"entry {name!r}: 'kwargs' and 'options' must be dicts")
+    relative = bool(definition.get("relative", False))
+    given = definition.get("schedule")
+    try:
+        fingerprint = shared.fingerprint(given, relative)
+        if POLICY.isdisjoint(definition):  # most entries: the settings' policy, checked there
+            mode, overlap = settings.catch_up, settings.overlap
+        else:
+            mode = catch_up_mode(definition.get("catch_up", settings.catch_up), "catch_up")
+            overlap = overlap_mode(definition.get("overlap", settings.overlap), "overlap")
+        check_overlap(overlap, mode)
+        window = (
+            catch_up_window(definition["catch_up_window"], "catch_up_window")
+            if "catch_up_window" in definition
+            else default_window(given, settings)
+        )
+        source = shared.source(name, given, relative)
+        max_runs = None
+        if not BOUNDS.isdisjoint(definition):
+            start = bound_ms(definition.get("start"), "start")
+            end = bound_ms(definition.get("end"), "end")
+            max_runs = check_bounds(start, end, definition.get("max_runs"))
+            if start is not None or end is not None:
+                source = BoundedSlots(source, start, end)
+        first_slot(source, now)
+    except EntryError:
+        raise
+    except Exception as exc:
+        raise EntryError(f"entry {name!r}: {exc}") from exc
+    entry = Entry(
+        name,
+        task,
+        shared.schedule_object(given, relative),
+        source,
+        tuple(args),
+        kwargs,
+        options,
+        relative,
+        mode,
+        None if window is None else round(window * 1000),
+        fingerprint,
+        overlap,
+        0 if overlap == "allow" else settings.running_ttl_ms,
+        shared,
+        now,
+    )
+    entry.max_runs = max_runs
+    return entry
+
+
+def _is_mapping(value: object) -> bool:
+    return type(value) is dict or isinstance(value, Mapping)
+
+
+def default_window(given: Any, settings: Settings) -> float | None:
+    """The catch-up window of an entry that sets none: ``hashbeat_catch_up_window``, and for a
+    crontab also Celery's ``beat_cron_starting_deadline`` (the tighter of the two applies)."""
+    window, deadline = settings.catch_up_window, settings.cron_deadline
+    if deadline is None or not isinstance(given, crontab):
+        return window
+    return deadline if window is None else min(window, deadline)
+
+
+def first_slot(source: Slots, now: int) -> None:
+    """Check that ``source`` can say its first slot. A Celery schedule that fails for another
+    reason than having ended or being too slow (a database it reads is not up yet) is kept:
+    the scheduler asks it again every ``beat_max_loop_interval``, as Celery's own does."""
+    try:
+        source.next_after(now)
+    except (ScheduleEnded, ScheduleTooSlow):
+        raise
+    except Exception:
+        if not isinstance(source, DerivedSlots):
+            raise
+
+
+def check_overlap(overlap: str, catch_up: str) -> None:
+    """``buffer_one`` keeps only the newest waiting slot, so it cannot catch up all."""
+    if overlap == "buffer_one" and catch_up == "all":
+        raise ValueError(
+            "overlap 'buffer_one' keeps only the most recent waiting slot, so catch_up 'all' "
+            "cannot apply: set catch_up to 'latest' or 'skip', or overlap to 'skip'"
+        )

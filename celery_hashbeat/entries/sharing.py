@@ -1,0 +1,177 @@
+"""One slot source, schedule object and fingerprint per distinct schedule, shared among entries.
+
+A hundred thousand entries name a few hundred distinct schedules: SharedSlots builds each once and
+hands it to every entry that names it. Its fingerprints name a schedule in the store's fences, and
+``schedule_digest`` joins them into one for a beat's whole schedule. Kept apart from entries.py,
+which holds what the scheduler keeps of each entry.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Hashable, Mapping
+from datetime import timedelta, tzinfo
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, cast
+
+from celery.schedules import BaseSchedule, crontab, schedule, solar
+
+from celery_hashbeat.entries.entry import EntryError
+from celery_hashbeat.entries.slots import (
+    ChainSlots,
+    CronSlots,
+    DerivedSlots,
+    Slots,
+    crontab_slots,
+    duration_ms,
+)
+from celery_hashbeat.schedules import hashcron, hashinterval
+
+if TYPE_CHECKING:
+    from celery import Celery
+
+    from celery_hashbeat.entries.entry import Entry
+
+
+class SharedSlots:
+    """Builds each entry's slot source, sharing one among entries whose schedules agree, so a
+    hundred thousand entries hold a few hundred parsed expressions between them."""
+
+    def __init__(self, app: Celery) -> None:
+        self.app = app
+        self._shared: dict[Hashable, Slots] = {}
+        self._prints: dict[tuple[Hashable, ...], str] = {}
+        self._objects: dict[tuple[timedelta, bool], schedule] = {}
+        #: Entries (or copies of them) whose schedule was replaced in place since the scheduler
+        #: last looked.
+        self.changed: list[Entry] = []
+        #: The last schedule whose identity was derived, and the identity: building an entry
+        #: asks twice (its slots and its fingerprint), a million entries at start.
+        self._derived: tuple[Any, Hashable | None] = (None, None)
+
+    @cached_property
+    def zone(self) -> tzinfo:
+        """The app's timezone (read once: the app is configured before a scheduler starts)."""
+        zone: tzinfo = self.app.timezone
+        return zone
+
+    @cached_property
+    def zone_name(self) -> str:
+        return str(self.zone)
+
+    def _identity_of(self, given: BaseSchedule) -> Hashable | None:
+        last, identity = self._derived
+        if last is not given:
+            identity = derived_identity(given)
+            self._derived = (given, identity)
+        return identity
+
+    def schedule_object(self, given: Any, relative: bool) -> Any:
+        """``given`` as a schedule object, as Celery's entries hold it: seconds and timedeltas
+        become one shared ``schedule`` per interval; any other schedule is kept, given the app
+        if it has none."""
+        if isinstance(given, BaseSchedule):
+            if getattr(given, "_app", None) is None:
+                given.app = self.app  # as Celery's entries do, so its clock and zone are the app's
+            return given
+        if isinstance(given, int | float) and not isinstance(given, bool):
+            given = timedelta(seconds=given)
+        if not isinstance(given, timedelta):
+            return given
+        found = self._objects.get((given, relative))
+        if found is None:
+            found = self._objects[(given, relative)] = schedule(given, relative, app=self.app)
+        return found
+
+    def _share(self, identity: Hashable, make: Any) -> Slots:
+        found = self._shared.get(identity)
+        if found is None:
+            found = self._shared[identity] = make()
+        return found
+
+    def source(self, name: str, given: Any, relative: bool) -> Slots:
+        """The slots of ``given`` (any schedule Celery accepts, or ours) for entry ``name``."""
+        if isinstance(given, hashcron):
+            resolved = given.identity(name, self.zone_name)
+            if resolved is None:
+                given.compile(name, self.zone)  # raises what is wrong
+            found = self._shared.get(resolved)  # the one kind keyed by (text, day rule, zone)
+            if found is None:
+                found = self._shared[resolved] = CronSlots(given.compile(name, self.zone))
+            return found
+        if isinstance(given, hashinterval):
+            return given.slots(name)
+        if isinstance(given, int | float) and not isinstance(given, bool):
+            given = timedelta(seconds=given)
+        if isinstance(given, timedelta):
+            given = schedule(given, relative, app=self.app)
+        if type(given) is schedule and not given.relative:
+            every = duration_ms(given.run_every)  # type: ignore[attr-defined]
+            return self._share(("every", every), lambda: ChainSlots(every))
+        if type(given) is crontab:
+            zone = self.zone
+            return self._share(
+                (self._identity_of(given), self.zone_name), lambda: crontab_slots(given, zone)
+            )
+        if isinstance(given, BaseSchedule):
+            identity = self._identity_of(given)
+            if identity is None:
+                return DerivedSlots(given, self.app)
+            return self._share(identity, lambda: DerivedSlots(given, self.app))
+        raise EntryError(
+            f"entry {name!r}: unknown schedule type {type(given).__name__}: use hashcron, "
+            f"hashinterval, crontab, solar, a celery.schedules.schedule, a timedelta or seconds"
+        )
+
+    def fingerprint(self, given: Any, relative: bool) -> str:
+        """A short digest of what decides an entry's slots, the same in every process and
+        release, so that the store can tell a changed schedule from the one it fenced. Computed
+        once per distinct schedule: at 100,000 entries, start-up time is the budget."""
+        identity = self._identity(given, relative)
+        found = self._prints.get(identity)
+        if found is None:
+            text = " ".join(
+                str(sorted(part) if isinstance(part, frozenset) else part) for part in identity
+            )
+            found = self._prints[identity] = hashlib.sha256(text.encode()).hexdigest()[:16]
+        return found
+
+    def _identity(self, given: Any, relative: bool) -> tuple[Hashable, ...]:
+        zone = self.zone_name
+        if isinstance(given, hashcron):
+            cron = ("hashcron", given.expr, given.key, str(given.zone or zone), given.day_and)
+            # A balanced entry's slots follow its assignment: a move is a changed schedule.
+            return cron if given.offsets is None else (*cron, given.offsets)
+        if isinstance(given, hashinterval):
+            return ("hashinterval", given.every, given.key)
+        if isinstance(given, int | float) and not isinstance(given, bool):
+            given = timedelta(seconds=given)
+        if isinstance(given, timedelta):
+            return ("every", given, relative)
+        if type(given) is schedule:
+            return ("every", given.run_every, given.relative)  # type: ignore[attr-defined]
+        identity = self._identity_of(given) if isinstance(given, BaseSchedule) else None
+        if identity is not None:
+            return (*cast(tuple[Hashable, ...], identity), zone)
+        shown = repr(given)
+        return (type(given).__qualname__, "" if " at 0x" in shown else shown)
+
+
+def schedule_digest(entries: Mapping[str, Entry]) -> str:
+    """What a beat runs (entries by name), in a few characters: the same for beats of one
+    configuration."""
+    text = "".join([f"{name}\x1f{entries[name].fingerprint}\x1e" for name in sorted(entries)])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def derived_identity(schedule_: BaseSchedule) -> Hashable | None:
+    """What makes two Celery schedules fire alike, for the kinds whose fields say so."""
+    kind, given = type(schedule_), cast(Any, schedule_)
+    if kind is crontab:
+        fields = (given.minute, given.hour, given.day_of_week, given.day_of_month)
+        return ("crontab", *map(frozenset, fields), frozenset(given.month_of_year))
+    if kind is schedule:
+        return ("relative", given.run_every)
+    if kind is solar:
+        return ("solar", given.event, given.lat, given.lon)
+    return None

@@ -1,0 +1,78 @@
+"""The message of a slot: its task id, its headers, and how it goes out through Celery.
+
+A slot's task carries the id ``uuid5(NAMESPACE, "<entry>|<slot ms>")`` and the headers
+``hashbeat_entry`` and ``hashbeat_slot`` (DESIGN.md §5), so downstream code can recognise it
+whichever beat sent it; everything else is as Celery's own scheduler would send it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from celery.beat import BeatLazyFunc
+
+from celery_hashbeat.entries.slots import to_datetime
+
+if TYPE_CHECKING:
+    from celery import Celery
+
+    from celery_hashbeat.entries.entry import Entry
+
+#: Fixed forever: changing it breaks deduplication across releases.
+NAMESPACE = uuid.UUID("46f53fda-c94e-4ed5-bf27-9d8b09c0a1e3")
+
+
+def slot_task_id(entry: str, slot: int) -> str:
+    """The task id of an entry's slot, the same from every beat."""
+    return str(uuid.uuid5(NAMESPACE, f"{entry}|{slot}"))
+
+
+def slot_iso(slot: int) -> str:
+    """A slot as ISO 8601 in UTC, to the millisecond, for the ``hashbeat_slot`` header."""
+    return to_datetime(slot).isoformat(timespec="milliseconds")
+
+
+def slot_headers(entry: Entry, when: str, trigger: bool = False) -> dict[str, Any]:
+    """The entry's own headers plus the hashbeat ones, for the slot at ``when``; a trigger (one
+    run asked for at ``when``, not a slot) says so in ``hashbeat_trigger`` instead of
+    ``hashbeat_slot``."""
+    headers = {
+        **(entry.options.get("headers") or {}),
+        "celery_beat_task": True,
+        "hashbeat_entry": entry.name,
+        "hashbeat_trigger" if trigger else "hashbeat_slot": when,
+    }
+    if entry.run_ttl_ms:
+        # The worker that runs it keeps the entry's run lease alive for as long (DESIGN.md §12).
+        headers["hashbeat_run_ttl"] = entry.run_ttl_ms / 1000
+    return headers
+
+
+def slot_arguments(entry: Entry) -> tuple[Any, dict[str, Any]]:
+    """The task's args and kwargs, lazy ones evaluated now. A list, as Celery's beat passes
+    them, so argsrepr reads "[1, 2]" in either beat."""
+    args: Any = list(entry.args)
+    kwargs = entry.kwargs
+    if entry.lazy:
+        args = [arg() if isinstance(arg, BeatLazyFunc) else arg for arg in args]
+        kwargs = {k: v() if isinstance(v, BeatLazyFunc) else v for k, v in kwargs.items()}
+    return args, kwargs
+
+
+def send_slot(
+    app: Celery, producer: Any, entry: Entry, task_id: str, when: str, trigger: bool = False
+) -> Any:
+    """Publish one slot of ``entry`` with its options, as Celery's scheduler would, plus the
+    slot's task id and the hashbeat headers (a trigger's: see ``slot_headers``)."""
+    options = {key: value for key, value in entry.options.items() if key != "headers"}
+    options["task_id"] = task_id
+    # One attempt per message: beat retries a slot itself, and only when it surely did not reach
+    # the broker (see ``publishing``); Celery's retry could send it twice.
+    options.setdefault("retry", False)
+    args, kwargs = slot_arguments(entry)
+    headers = slot_headers(entry, when, trigger)
+    task = app.tasks.get(entry.task)
+    if task is not None:
+        return task.apply_async(args, kwargs, producer=producer, headers=headers, **options)
+    return app.send_task(entry.task, args, kwargs, producer=producer, headers=headers, **options)

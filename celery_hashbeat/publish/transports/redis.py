@@ -1,0 +1,239 @@
+"""A chunk of task messages for kombu's Redis transport, sent in one pipeline round trip.
+
+kombu (5.7 and later) lets a Redis channel hand the commands that deliver a message (``LPUSH`` to
+the queue's list, ``PUBLISH`` for fanout, ``PEXPIRE`` for queues with ``x-expires``) to a collector
+instead of running them, through ``basic_publish(..., _publish_batch=collector)``: the message is
+encoded and routed by kombu itself. This module collects them, runs a chunk in one pipeline
+(consecutive pushes to one list as one ``LPUSH``, which stores them in the same order), and says
+per message whether the broker took it.
+
+Most of a message's cost is building it, and every slot of an entry builds almost the same one:
+the first slot's commands are kept as a ``Stencil``, and a later slot's are the stencil's with the
+task id, the ``hashbeat_slot`` header and kombu's delivery tag replaced (strings that occur nowhere
+else in the message: the stencil is not made otherwise). A test compares such messages with
+``apply_async``'s, from the broker.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from celery import signals
+from kombu.compression import compress
+from kombu.entity import Exchange, maybe_delivery_mode
+from kombu.serialization import dumps
+
+from celery_hashbeat.publish.batch import MayHaveGone
+from celery_hashbeat.publish.plans import Built, Plan
+
+#: The commands kombu hands over, and which of them deliver a message (the others only tend
+#: the queue, such as ``pexpire``).
+DELIVERING = frozenset({"lpush", "publish"})
+
+
+class Refused(Exception):  # noqa: N818 - the broker's answer, not a failure of this code
+    """The broker answered a message's command with an error: it did not take the message."""
+
+
+class PartlyTaken(MayHaveGone):
+    """The broker took some of a message's commands (a fanout to several topics) and refused
+    others: the message may have been delivered."""
+
+
+Command = tuple[str, tuple[Any, ...]]
+
+
+class _Collector:
+    """What kombu's Redis channel hands its commands to (the ``_publish_batch`` protocol)."""
+
+    def __init__(self) -> None:
+        self.commands: list[Command] = []
+
+    def add(self, name: str, *args: Any) -> None:
+        self.commands.append((name, args))
+
+
+@dataclass(frozen=True, slots=True)
+class Stencil:
+    """A slot's Redis commands, from which another slot's are made by replacing three strings."""
+
+    reply_to: str  # the publishing thread's, as Celery sets it: a stencil is per thread
+    task_id: str
+    slot: str  # the JSON text of the hashbeat_slot header
+    tag: str  # the JSON text of kombu's delivery tag
+    commands: tuple[Command, ...]
+    #: The message's headers and body, for after_task_publish; kept only while it has
+    #: receivers, since they take as much memory as the message itself.
+    signal: tuple[dict[str, Any], Any] | None
+
+    @classmethod
+    def make(
+        cls,
+        reply_to: str,
+        headers: dict[str, Any],
+        tag: str,
+        commands: list[Command],
+        signal: tuple[dict[str, Any], Any] | None,
+    ) -> Stencil | None:
+        task_id = headers["id"]
+        slot = json.dumps(headers["hashbeat_slot"])
+        tag = json.dumps(tag)
+        texts = [arg for _, args in commands for arg in args if isinstance(arg, str)]
+        messages = [text for text in texts if task_id in text]
+        if not messages or any(m.count(slot) != 1 or m.count(tag) != 1 for m in messages):
+            return None  # the slot's text occurs in the message elsewhere: no stencil
+        if any(slot in text or tag in text for text in texts if text not in messages):
+            return None
+        return cls(reply_to, task_id, slot, tag, tuple(commands), signal)
+
+    def commands_for(self, task_id: str, when: str) -> list[Command]:
+        # The three are plain ASCII (a uuid5, an ISO 8601 instant, a uuid4): quoted, they are
+        # their JSON text, as json.dumps would write it.
+        slot, tag = f'"{when}"', f'"{uuid.uuid4()}"'
+        return [
+            (name, tuple(self._fill(arg, task_id, slot, tag) for arg in args))
+            for name, args in self.commands
+        ]
+
+    def _fill(self, arg: Any, task_id: str, slot: str, tag: str) -> Any:
+        if arg.__class__ is not str:
+            return arg
+        return arg.replace(self.task_id, task_id).replace(self.slot, slot).replace(self.tag, tag)
+
+    def signal_for(self, task_id: str, when: str) -> tuple[dict[str, Any], Any]:
+        """The headers and body of the message ``commands_for`` makes, for
+        ``after_task_publish``."""
+        return signal_for(self.signal, self.task_id, task_id, when)
+
+
+Signal = tuple[dict[str, Any], Any]
+
+
+def signal_for(signal: Signal | None, was: str, task_id: str, when: str) -> Signal:
+    """A stencil's headers and body for ``after_task_publish``, as another slot's message has
+    them: its task id where the stencil's was, and its ``hashbeat_slot``."""
+    assert signal is not None, "a stencil without them is not used while they are wanted"
+    headers, body = signal
+    headers = {k: task_id if v == was else v for k, v in headers.items()}
+    headers["hashbeat_slot"] = when
+    return headers, body
+
+
+class RedisPipeline:
+    """Messages buffered for one pipeline on a kombu Redis channel (``bulk``'s output)."""
+
+    immediate = False
+
+    def __init__(self, producer: Any) -> None:
+        self.producer = producer
+        self._messages: list[list[Command]] = []
+
+    def encode(self, message: Built) -> list[Command]:
+        """Encode the message as ``Producer.publish`` would and collect kombu's commands for it
+        (to ``put`` now or later: they name no connection); keep them as the plan's stencil if
+        the plan allows one."""
+        plan, body, encoded, headers, properties = message
+        producer = self.producer
+        channel = producer.channel
+        to = plan.destination
+        properties = dict(properties)
+        priority = properties.pop("priority", 0)
+        expiration = properties.pop("expiration", None)
+        for unused in ("mandatory", "immediate"):  # AMQP flags a Redis channel ignores
+            properties.pop(unused, None)
+        exchange = to.exchange
+        default = exchange if isinstance(exchange, Exchange) else producer.exchange
+        properties["delivery_mode"] = maybe_delivery_mode(to.delivery_mode or default.delivery_mode)
+        if expiration is not None:
+            properties["expiration"] = str(int(expiration * 1000))
+        content_type, content_encoding, data = encoded or dumps(body, serializer=plan.serializer)
+        if plan.compression:
+            data, headers["compression"] = compress(data, plan.compression)
+        kombu_message = channel.prepare_message(
+            data, priority, content_type, content_encoding, headers, properties
+        )
+        collector = _Collector()
+        name = exchange.name if isinstance(exchange, Exchange) else exchange
+        channel.basic_publish(kombu_message, name, to.routing_key, _publish_batch=collector)
+        if encoded is not None and plan.expires is None and plan.stencil is None:
+            tag = kombu_message["properties"]["delivery_tag"]
+            signal = (headers, body) if signals.after_task_publish.receivers else None
+            plan.stencil = Stencil.make(
+                properties["reply_to"], headers, tag, collector.commands, signal
+            )
+        return collector.commands
+
+    def fill(self, plan: Plan, task_id: str, when: str, reply_to: str) -> list[Command] | None:
+        """Another slot's commands, made from the plan's stencil; None if there is none that
+        fits (made on another thread, or without what after_task_publish needs now)."""
+        stencil: Stencil | None = plan.stencil
+        if stencil is None:
+            return None
+        if stencil.reply_to != reply_to or (
+            stencil.signal is None and signals.after_task_publish.receivers
+        ):
+            plan.stencil = None  # the next message made in full makes a new one
+            return None
+        return stencil.commands_for(task_id, when)
+
+    def put(self, commands: list[Command]) -> bool:
+        """Buffer a message's commands for the next ``flush`` (always possible on Redis)."""
+        self._messages.append(commands)
+        return True
+
+    def flush(self) -> list[BaseException | None]:
+        """Send the buffered messages in one pipeline; per message, None if the broker took it,
+        else why not. Raises if the round trip itself failed (then nothing says how much of it
+        the broker ran)."""
+        messages, self._messages = self._messages, []
+        if not messages:
+            return []
+        grouped = _grouped(messages)
+        with (
+            self.producer.channel.conn_or_acquire() as client,
+            client.pipeline(transaction=False) as pipe,
+        ):
+            for name, args, _ in grouped:
+                getattr(pipe, name)(*args)
+            results = pipe.execute(raise_on_error=False)
+        taken: set[int] = set()
+        refused: dict[int, BaseException] = {}
+        for (name, _, owners), result in zip(grouped, results, strict=True):
+            if name not in DELIVERING:
+                continue
+            for index in owners:
+                if isinstance(result, BaseException):
+                    refused[index] = result
+                else:
+                    taken.add(index)
+        return [_verdict(index in taken, refused.get(index)) for index in range(len(messages))]
+
+    def discard(self) -> None:
+        self._messages.clear()
+
+
+def _grouped(messages: list[list[Command]]) -> list[tuple[str, list[Any], list[int]]]:
+    """The pipeline's commands, each with the messages it carries: consecutive pushes to one
+    list become one ``LPUSH`` with many values, which Redis stores as it would the single ones."""
+    grouped: list[tuple[str, list[Any], list[int]]] = []
+    for index, commands in enumerate(messages):
+        for name, args in commands:
+            if name == "lpush" and grouped and grouped[-1][0] == "lpush":
+                _, previous, owners = grouped[-1]
+                if previous[0] == args[0]:
+                    previous.extend(args[1:])
+                    owners.append(index)
+                    continue
+            grouped.append((name, list(args), [index]))
+    return grouped
+
+
+def _verdict(taken: bool, refusal: BaseException | None) -> BaseException | None:
+    if refusal is None:
+        return None
+    if taken:
+        return PartlyTaken(f"the broker refused part of a fanout: {refusal}")
+    return Refused(f"the broker refused the message: {refusal}")

@@ -1,0 +1,160 @@
+"""The account a chunked batch (``publishing.Bulk``) gives of every slot, with a sink that fails
+on cue: which slots went out, which surely did not (given back) and which may have (kept)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from kombu.exceptions import EncodeError, OperationalError
+
+from celery_hashbeat.publish.batch import Bulk, MayHaveGone, Outcome
+from tests.beat.test_publishing import outcomes, refused
+
+
+class Sink:
+    """Buffers entries; ``flush`` sends them, or fails as told for the n-th flush."""
+
+    def __init__(self, immediate: bool = False) -> None:
+        self.immediate = immediate
+        self.buffered: list[str] = []
+        self.log: list[str] = []
+        self.fail_flush: dict[int, Exception] = {}
+        self.answers: dict[int, dict[str, Exception]] = {}
+        self.fail_stage: dict[str, Exception] = {}
+        self.flushes = 0
+
+    def direct(self, entry: str) -> bool:
+        return entry.startswith("direct")
+
+    def stage(self, entry: str, slot: int) -> None:
+        if entry in self.fail_stage:
+            raise self.fail_stage[entry]
+        self.buffered.append(entry)
+
+    def flush(self) -> list[BaseException | None]:
+        self.flushes += 1
+        chunk, self.buffered = self.buffered, []
+        if self.flushes in self.fail_flush:
+            raise self.fail_flush[self.flushes]
+        answers = self.answers.get(self.flushes, {})
+        self.log += [f"sent {entry}" for entry in chunk if entry not in answers]
+        return [answers.get(entry) for entry in chunk]
+
+    def discard(self) -> None:
+        self.log.append(f"discarded {len(self.buffered)}")
+        self.buffered = []
+
+    def sent(self, entry: str, slot: int) -> None:
+        self.log.append(f"after {entry}")
+
+    def unsent(self, entry: str, slot: int) -> None:
+        self.log.append(f"unsent {entry}")
+
+
+def bulk(sink: Sink, *entries: str, chunk: int = 2) -> Bulk[str]:
+    def send(entry: str, slot: int) -> None:
+        sink.log.append(f"direct {entry}")
+
+    return Bulk([(entry, 1) for entry in entries], sink, send, chunk=chunk)
+
+
+def test_chunks_go_out_one_round_trip_each_and_signal_after_each() -> None:
+    sink = Sink()
+    batch = bulk(sink, "a", "b", "c", "d", "e")
+    batch.run()
+    assert set(outcomes(batch).values()) == {Outcome.SENT}
+    assert sink.flushes == 3
+    assert sink.log[:4] == ["sent a", "sent b", "after a", "after b"]
+
+
+@pytest.mark.parametrize(
+    ("error", "outcome"),
+    [(refused(), Outcome.FAILED), (OperationalError("Connection reset"), Outcome.UNKNOWN)],
+)
+def test_a_chunk_whose_round_trip_fails_is_failed_if_refused_else_unknown(
+    error: Exception, outcome: Outcome
+) -> None:
+    sink = Sink()
+    sink.fail_flush[2] = error
+    batch = bulk(sink, "a", "b", "c", "d", "e")
+    batch.run()
+    assert outcomes(batch) == {
+        "a": Outcome.SENT,
+        "b": Outcome.SENT,
+        "c": outcome,
+        "d": outcome,
+        "e": Outcome.UNSENT,  # never tried: given back
+    }
+
+
+@pytest.mark.parametrize(
+    ("error", "outcome"),
+    [(RuntimeError("WRONGTYPE"), Outcome.FAILED), (MayHaveGone("fanout"), Outcome.UNKNOWN)],
+)
+def test_a_message_the_broker_answered_with_an_error_ends_the_batch(
+    error: Exception, outcome: Outcome
+) -> None:
+    sink = Sink()
+    sink.answers[2] = {"c": error}
+    batch = bulk(sink, "a", "b", "c", "d", "e")
+    batch.run()
+    assert outcomes(batch) == {
+        "a": Outcome.SENT,
+        "b": Outcome.SENT,
+        "c": outcome,  # refused (given back), or it may have gone (kept)
+        "d": Outcome.SENT,  # same round trip: the broker took it
+        "e": Outcome.UNSENT,
+    }
+    assert sink.log[-3:] == ["sent d", "unsent c", "after d"]
+
+
+def test_building_errors_drop_one_message_or_give_back_the_unsent_chunk() -> None:
+    sink = Sink()
+    sink.fail_stage = {"bad": EncodeError("cannot serialise"), "down": refused()}
+    batch = bulk(sink, "a", "bad", "b", "c", "down", "d", chunk=2)
+    batch.run()
+    assert outcomes(batch) == {
+        "a": Outcome.SENT,
+        "bad": Outcome.DROPPED,
+        "b": Outcome.SENT,
+        "c": Outcome.UNSENT,  # buffered, never sent: given back with the rest
+        "down": Outcome.FAILED,
+        "d": Outcome.UNSENT,
+    }
+    assert sink.log[-1] == "discarded 1"
+
+
+def test_a_direct_entry_goes_after_the_chunk_before_it() -> None:
+    sink = Sink()
+    batch = bulk(sink, "a", "direct-x", "b", chunk=5)
+    batch.run()
+    assert set(outcomes(batch).values()) == {Outcome.SENT}
+    assert sink.log == ["sent a", "after a", "direct direct-x", "sent b", "after b"]
+
+
+def test_a_cancelled_batch_gives_back_what_it_buffered() -> None:
+    sink = Sink()
+    batch = bulk(sink, "a", "b", "c", "d", chunk=3)
+    staged = threading.Event()
+    stage = sink.stage
+
+    def stage_then_cancel(entry: str, slot: int) -> None:
+        stage(entry, slot)
+        if entry == "b":
+            batch.cancel()
+            staged.set()
+
+    sink.stage = stage_then_cancel  # type: ignore[method-assign]
+    batch.run()
+    assert staged.is_set()
+    assert set(outcomes(batch).values()) == {Outcome.UNSENT}
+    assert sink.log == ["discarded 2"]
+
+
+def test_an_immediate_sink_accounts_message_by_message() -> None:
+    sink = Sink(immediate=True)
+    sink.fail_stage = {"cut": OperationalError("Connection closed by server.")}
+    batch = bulk(sink, "a", "cut", "b")
+    batch.run()
+    assert outcomes(batch) == {"a": Outcome.SENT, "cut": Outcome.UNKNOWN, "b": Outcome.UNSENT}
