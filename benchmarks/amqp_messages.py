@@ -104,8 +104,8 @@ def main() -> int:
             ways = {}
             for way in ("batch", "apply_async"):
                 if way == "apply_async":
-                    beat.__dict__["sink"] = None  # the per-message path, same thread
-                outcomes = {s.outcome.value for s in beat._publish_batch(slots)}
+                    beat.publisher.__dict__["sink"] = None  # the per-message path, same thread
+                outcomes = {s.outcome.value for s in beat.dispatcher.publish(slots)}
                 ways[way] = drain(url, queues)
                 print(f"{way}: {len(ways[way])} messages, outcomes {sorted(outcomes)}")
         finally:

@@ -10,7 +10,7 @@ queue's length; RabbitMQ: the queue's message count), best of ``--reps``:
   ``celery.beat`` does for each due entry), with the same headers and task ids;
 - ``hashbeat, one by one``: the Scheduler's publishing with the batch path off (a subclass that
   replaces ``send``), as before the batch path;
-- ``hashbeat, batch``: the Scheduler's publishing of the claimed slots (``_publish_batch``), in
+- ``hashbeat, batch``: the Scheduler's publishing of the claimed slots (``Dispatcher.publish``), in
   the steady state: every entry's plan and stencil made by an earlier burst (``1st``: the first
   burst after start, which makes them);
 - ``hashbeat, whole tick``: the Scheduler's ticks at the due instant until every slot is sent:
@@ -160,7 +160,7 @@ def apply_async_loop(app: Celery, n: int) -> Callable[[], None]:
 def publish_claimed(scheduler: Scheduler) -> Callable[[], object]:
     scheduler.tick()  # leads again if its lease ran out while the others published
     slots = [(entry, int((T0 + 60) * 1000)) for entry in scheduler.entries.values()]
-    return lambda: scheduler._publish_batch(slots)
+    return lambda: scheduler.dispatcher.publish(slots)
 
 
 def whole_tick(scheduler: Scheduler, clock: Clock) -> Callable[[], None]:

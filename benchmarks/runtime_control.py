@@ -36,7 +36,7 @@ from redbeat import RedBeatSchedulerEntry
 from celery_hashbeat import Scheduler, hashcron
 from celery_hashbeat.control.admin import ScheduleAdmin
 from celery_hashbeat.control.definitions import encode
-from celery_hashbeat.control.polling import Controls
+from celery_hashbeat.control.polling import ControlState
 from celery_hashbeat.store.controls import DEFINITION
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -104,7 +104,7 @@ def hashbeat(redis_url: str, n: int, changes: int) -> dict[str, float]:
     beat.setup_schedule()
     startup = timed(lambda: until(lambda: len(beat.entries) >= n and beat.is_leader, beat.tick))
     applies: list[float] = []
-    apply = beat._apply
+    apply = beat.leadership.apply
 
     def measured_apply(*args: Any) -> None:
         started = time.perf_counter()
@@ -112,14 +112,16 @@ def hashbeat(redis_url: str, n: int, changes: int) -> dict[str, float]:
         if args[0].definitions:
             applies.append(time.perf_counter() - started)
 
-    beat._apply = measured_apply  # type: ignore[method-assign]
+    beat.leadership.apply = measured_apply  # type: ignore[method-assign]
     adds, seen = [], []
     for i in range(changes):
         name = f"added-{i}"
         adds.append(timed(lambda: admin.add(name, task="bench.task", schedule=HOURLY)))  # noqa: B023
         seen.append(until(lambda: planned(beat, name), beat.tick))  # noqa: B023
     # What a leader that read every stored entry again per change would pay (read and decode).
-    reread = statistics.median(timed(lambda: Controls().poll(store)) for _ in range(3))
+    reread = statistics.median(
+        timed(lambda: ControlState().poll(store.changes(0))) for _ in range(3)
+    )
     beat.close()
     admin.close()
     return {

@@ -4,7 +4,7 @@
   deleted from it, is in or out of the schedule at once, and an entry whose ``schedule`` is
   replaced in place is replanned at the next tick (``apply_changes``);
 - ``last_run_at`` and ``total_run_count`` come from the store when a beat starts to lead, or
-  first stands by (``serve_runs``), so restarts and failovers keep them;
+  first stands by (``leadership.read_run_counts``), so restarts and failovers keep them;
 - the "Sending due task" line comes from Celery's ``celery.beat`` logger (``BEAT_LOGGER``), so the
   usual way of silencing it works; the scheduler's own lines keep its own logger;
 - the places where the design deliberately differs are said once at start (``warn_differences``);
@@ -19,14 +19,13 @@ from typing import TYPE_CHECKING, Any
 from celery.utils.log import get_logger
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Iterable
 
     from celery.beat import ScheduleEntry
 
+    from celery_hashbeat.entries.catalog import Catalog
     from celery_hashbeat.entries.entry import Entry
-    from celery_hashbeat.scheduler import Scheduler
     from celery_hashbeat.settings import Settings
-    from celery_hashbeat.store.base import Fence, Store
 
 #: Celery's beat logger: the send lines are logged there, as Celery's own scheduler logs them.
 BEAT_LOGGER = get_logger("celery.beat")
@@ -42,71 +41,49 @@ class LiveSchedule(MutableMapping[str, "ScheduleEntry"]):
     definition (a dict or a ScheduleEntry) adds or replaces an entry, as ``beat_schedule`` would;
     deleting takes one out."""
 
-    def __init__(self, scheduler: Scheduler) -> None:
-        self._scheduler = scheduler
+    def __init__(self, catalog: Catalog) -> None:
+        self._catalog = catalog
 
     def __getitem__(self, name: str) -> ScheduleEntry:
-        return self._scheduler.entries[name]
+        return self._catalog.entries[name]
 
     def __setitem__(self, name: str, value: Any) -> None:
-        current = self._scheduler.entries.get(name)
+        current = self._catalog.entries.get(name)
         if current is value:
             return
-        self._scheduler.update_from_dict({name: value})
+        self._catalog.update({name: value})
 
     def __delitem__(self, name: str) -> None:
-        if name not in self._scheduler.entries:
+        if name not in self._catalog.entries:
             raise KeyError(name)
-        self._scheduler._catalog.deactivate([name])
+        self._catalog.deactivate([name])
 
     def __iter__(self) -> Iterator[str]:
-        return iter(list(self._scheduler.entries))
+        return iter(list(self._catalog.entries))
 
     def __len__(self) -> int:
-        return len(self._scheduler.entries)
+        return len(self._catalog.entries)
 
     def __repr__(self) -> str:
         return f"<LiveSchedule of {len(self)} entries>"
 
 
-def apply_changes(scheduler: Scheduler, changed: list[Entry]) -> None:
+def apply_changes(catalog: Catalog, changed: list[Entry]) -> None:
     """Replan the entries whose ``schedule`` was replaced in place (``entry.schedule = ...``):
     each is rebuilt from its own fields, so its slots follow the new schedule from now on.
     Copies of entries (``copy.copy``, ``next(entry)``) are detached and ignored."""
     pending = list(changed)
     changed.clear()
-    current = {entry.name: entry for entry in pending if scheduler.entries.get(entry.name) is entry}
+    current = {entry.name: entry for entry in pending if catalog.entries.get(entry.name) is entry}
     for entry in current.values():
         entry.active = False
-        del scheduler.entries[entry.name]
+        del catalog.entries[entry.name]
     if current:
-        scheduler.update_from_dict(current)
+        catalog.update(current)
     for name, old in current.items():
-        new = scheduler.entries.get(name)
+        new = catalog.entries.get(name)
         if new is not None:  # the same entry to anyone looking: it keeps its history
             new.last_slot, new.total_run_count = old.last_slot, old.total_run_count
-
-
-def serve_runs(entries: Mapping[str, Entry], fences: Mapping[str, Fence]) -> None:
-    """Give entries the ``last_run_at`` and ``total_run_count`` the store knows, so that both
-    survive restarts and failovers: the last slot claimed (or, before any, the anchor the slots
-    count from) and the run count kept beside the fence."""
-    for name, fence in fences.items():
-        entry = entries.get(name)
-        if entry is not None:
-            entry.last_slot = fence.slot
-            entry.total_run_count = fence.runs
-
-
-def serve_from(store: Store, entries: Mapping[str, Entry]) -> bool:
-    """``serve_runs`` from the store's fences, for a standby (a leader reads them anyway when
-    it takes over); False if the store did not answer, to try again at the next lease call."""
-    try:
-        fences = store.fences()
-    except Exception:
-        return False
-    serve_runs(entries, fences)
-    return True
 
 
 def warn_differences(entries: Iterable[Entry], settings: Settings) -> None:

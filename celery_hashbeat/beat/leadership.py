@@ -1,228 +1,245 @@
-"""Leading: what a beat does as it becomes leader and as the store tells it of changes.
+"""Leadership: the lease, what a beat does as it becomes leader, and the store's changes.
 
-A new leader reads every entry's fence and plans each entry from it (DESIGN.md §5), anchoring
-what the store has not seen; as leader it keeps the worker census and the balanced assignment in
-the store (§11, §16). Every beat applies what operators changed (§13): entries added, updated or
-removed, pauses and resumes, each planned from where its slots now count (its floor), so nothing
-from before a change is ever caught up. A mixin on ``Scheduler``'s own state, like ``sending``.
+A new leader reads every entry's fence and plans each entry from it (docs/design.md §5),
+anchoring what the store has not seen; as leader it keeps the worker census and the balanced
+assignment in the store (§11, §16) and sends the operators' triggers. Every beat applies what
+operators changed (§13): entries added, updated or removed, pauses and resumes, each planned from
+where its slots now count (its floor), so nothing from before a change is ever caught up.
 """
 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 from celery.utils.log import get_logger
 
-from celery_hashbeat.beat.compat import serve_runs
+from celery_hashbeat.beat.storecalls import FAILED
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Mapping
-
-    from celery_hashbeat.beat.ahead import Ahead
+    from celery_hashbeat.beat.census import WorkerCensus
+    from celery_hashbeat.beat.dispatch import Dispatcher
     from celery_hashbeat.beat.lease import Lease
-    from celery_hashbeat.beat.slotqueue import SlotQueue
-    from celery_hashbeat.control.polling import Changed, Controls
-    from celery_hashbeat.entries.balancing import Balancer
+    from celery_hashbeat.beat.parking import Parking
+    from celery_hashbeat.beat.storecalls import StoreCalls
+    from celery_hashbeat.beat.triggers import Triggers
+    from celery_hashbeat.control.polling import Changed, ControlState
     from celery_hashbeat.entries.catalog import Catalog
     from celery_hashbeat.entries.entry import Entry
-    from celery_hashbeat.entries.fanout import FanOut, WorkerCensus
     from celery_hashbeat.observe.watch import Watch
-    from celery_hashbeat.store.base import Fence, Store
+    from celery_hashbeat.store.base import Fence
 
-#: The scheduler's logger (see ``sending``).
+#: The scheduler's logger: operators filter one name for everything a beat says about its slots.
 logger = get_logger("celery_hashbeat.scheduler")
 
 
-class Leading:
-    """How ``Scheduler`` takes over and follows the store's changes (a mixin)."""
+def read_run_counts(entries: Mapping[str, Entry], fences: Mapping[str, Fence]) -> None:
+    """Give entries the ``last_run_at`` and ``total_run_count`` the store knows, so that both
+    survive restarts and failovers (as Celery's own scheduler keeps them in its file): the last
+    slot claimed (or, before any, the anchor the slots count from) and the run count kept beside
+    the fence."""
+    for name, fence in fences.items():
+        entry = entries.get(name)
+        if entry is not None:
+            entry.last_slot = fence.slot
+            entry.total_run_count = fence.runs
 
-    token: str
-    watch: Watch
-    entries: dict[str, Entry]
-    broken: set[str]
-    _store: Store | None
-    _lease: Lease
-    _queue: SlotQueue
-    _owed: dict[str, int]
-    _parked: dict[str, Entry]
-    _catalog: Catalog
-    _fanout: FanOut
-    _balancer: Balancer
-    _balance_shared: int
-    _census: WorkerCensus
-    _controls: Controls
-    _ahead: Ahead
-    now_ms: Callable[[], int]
-    _plan: Callable[..., Any]
-    _due_at: Callable[[Entry, int], int]
-    _requeue: Callable[[Entry, int], None]
-    _send_triggers: Callable[[Store], None]
 
-    def _take_over(self, store: Store) -> None:
-        """As the new leader, read every entry's fence and catch up from it (DESIGN.md §5).
+class Leadership:
+    """Owns the lease, the operators' controls, the census and the shared balance."""
+
+    def __init__(
+        self,
+        *,
+        token: str,
+        lease: Lease,
+        calls: StoreCalls,
+        open_store: Callable[[], None],
+        catalog: Catalog,
+        controls: ControlState,
+        parking: Parking,
+        census: WorkerCensus,
+        dispatcher: Dispatcher,
+        triggers: Triggers,
+        watch: Watch,
+        now_ms: Callable[[], int],
+    ) -> None:
+        self._token = token
+        self.lease = lease
+        self._calls = calls
+        self._open_store = open_store
+        self._catalog = catalog
+        self.controls = controls
+        self._parking = parking
+        self._census = census
+        self._dispatcher = dispatcher
+        self._triggers = triggers
+        self._watch = watch
+        self._now_ms = now_ms
+        #: The balancer's version last kept in the store by this beat as leader.
+        self._balance_shared = -1
+        #: Whether a standby has yet to read last_run_at and total_run_count from the store.
+        self._run_counts_unread = True
+
+    @property
+    def leader(self) -> bool:
+        return self.lease.leader
+
+    def wake_s(self) -> float:
+        """When (monotonic seconds) the lease, or the controls' poll, next needs a call."""
+        lease = self.lease
+        return min(lease.due, self.controls.due) if lease.answering else lease.due
+
+    # The lease --------------------------------------------------------------------------------
+
+    def maintain(self) -> None:
+        """Renew or take the lease (opening the store first if it is not open); take over on
+        becoming leader; as a standby, read the run counts once."""
+        self._watch.entries(len(self._catalog.entries))
+        calls = self._calls
+        if not calls.opened:
+            self._open_store()
+            if not calls.opened:
+                return
+        lease = self.lease
+        if lease.maintain(calls, time.monotonic()):
+            self._take_over()
+        elif self._run_counts_unread and not lease.leader and lease.answering:
+            try:
+                fences = calls.call(calls.store.fences)
+            except Exception:
+                return  # tried again at the next lease call
+            read_run_counts(self._catalog.entries, fences)
+            self._run_counts_unread = False
+
+    def _take_over(self) -> None:
+        """As the new leader, read every entry's fence and catch up from it (docs/design.md §5).
 
         A chained entry (an interval) the store has never seen, or any entry whose schedule
         changed, is anchored at now first: its slots count from there whichever beat leads
         next, so an interval keeps its phase across leader changes and a changed schedule is
         never caught up into the past.
         """
-        now = self.now_ms()
-        self._balance_shared = -1  # a new leader's assignment wins (DESIGN.md §16)
+        now = self._now_ms()
+        calls, store, token = self._calls, self._calls.store, self._token
+        catalog = self._catalog
+        entries, fanout = catalog.entries, catalog.fanout
+        self._balance_shared = -1  # a new leader's assignment wins (docs/design.md §16)
         try:
-            if not self._controls.known:
-                self._apply(self._controls.poll(store), now)
-            if self._fanout.every_worker:
-                roster = store.roster()
-                if roster is not None and roster.nodes != self._fanout.nodes:
+            if not self.controls.known:
+                self.apply(self.controls.poll(calls.call(store.changes, self.controls.version)))
+            if fanout.every_worker:
+                roster = calls.call(store.roster)
+                if roster is not None and roster.nodes != fanout.nodes:
                     self._regroup(roster.nodes)
                 self._census.due_now()
-            fences = store.fences()
-            serve_runs(self.entries, fences)
-            gone = [name for name in fences if name not in self.entries and name not in self.broken]
+            fences = calls.call(store.fences)
+            read_run_counts(entries, fences)
+            gone = [name for name in fences if name not in entries and name not in catalog.broken]
             if gone:
-                store.forget(self.token, gone)
+                calls.call(store.forget, token, gone)
             fresh = {
                 name: (now, entry.fingerprint)
-                for name, entry in self.entries.items()
+                for name, entry in entries.items()
                 if entry.needs_anchor(fences.get(name))
             }
             if fresh:
-                fences.update(store.anchor(self.token, fresh))
+                fences.update(calls.call(store.anchor, token, fresh))
         except Exception as exc:
-            self._lease.failed(exc, time.monotonic())
+            self.lease.failed(exc, time.monotonic())
             return
-        self._queue.refill(self._resumed(fences, now))
-        self._parked.clear()
-        self._owed.clear()
-        self._ahead.reset()
-        self._controls.due = 0.0  # the next tick sends the triggers that waited for a leader
-        logger.debug("beat: leading %d entries (%d forgotten)", len(self._queue), len(gone))
+        self._dispatcher.reset(fences, now)
+        self._parking.clear()
+        self.controls.due = 0.0  # the next tick sends the triggers that waited for a leader
+        logger.debug("beat: leading %d entries (%d forgotten)", len(entries), len(gone))
 
-    def _resumed(self, fences: Mapping[str, Fence], now: int) -> Iterator[tuple[Entry, int]]:
-        """Every entry planned from its fence, with when it is next due."""
-        plan, resume, due_at = self._plan, self._resume, self._due_at
-        for name, entry in self.entries.items():
-            plan(entry, now, resume, entry, fences.get(name), now)
-            yield entry, due_at(entry, now)
+    def added(self, entry: Entry, now: int) -> None:
+        """A new or changed entry: as leader, plan it from its anchor in the store
+        (docs/design.md §10)."""
+        if not self.lease.leader:
+            return
+        calls = self._calls
+        instant = self._parking.floor_of(entry, None) or now
+        anchors = {entry.name: (instant, entry.fingerprint)}
+        anchored = calls.attempt(calls.store.anchor, self._token, anchors)
+        if anchored is FAILED:
+            return
+        dispatcher = self._dispatcher
+        dispatcher.plan(entry, now, dispatcher.resume, entry, anchored.get(entry.name), now)
+        dispatcher.requeue(entry, now)
 
-    def _share_balance(self) -> None:
+    def _forget(self, names: list[str]) -> None:
+        """As leader, drop the fences of entries that no longer run: a name added again later
+        is a new entry, and nothing of the old one is caught up."""
+        if names and self.lease.leader and self._calls.opened:
+            calls = self._calls
+            calls.attempt(calls.store.forget, self._token, names)
+
+    # Workers and the balance ----------------------------------------------------------------
+
+    def share_balance(self) -> None:
         """As leader, keep the balanced assignment in the store, where every beat and the
         ``hashbeat`` commands read the values in use."""
-        store = self._store
-        assert store is not None
-        version = self._balancer.version
-        try:
-            if store.share(self.token, "balance", self._balancer.stored_form()):
-                self._balance_shared = version
-        except Exception as exc:
-            self._lease.failed(exc, time.monotonic())
+        balancer = self._catalog.balancer
+        if self._balance_shared == balancer.version:
+            return
+        version = balancer.version
+        calls = self._calls
+        shared = calls.attempt(calls.store.share, self._token, "balance", balancer.stored_form())
+        if shared is not FAILED and shared:
+            self._balance_shared = version
 
-    def _take_census(self) -> None:
+    def take_census(self) -> None:
         """As leader, ask which workers are alive (at most once per refresh, off this thread);
         keep a changed answer in the store and fan the ``"*"`` entries out to it."""
-        nodes = self._census.poll()
-        if nodes is None or nodes == self._fanout.nodes:
+        if not self._catalog.fanout.every_worker:
             return
-        store = self._store
-        assert store is not None
-        try:
-            if not store.set_roster(self.token, nodes, self.now_ms()):
-                return
-        except Exception as exc:
-            self._lease.failed(exc, time.monotonic())
+        nodes = self._census.poll()
+        if nodes is None or nodes == self._catalog.fanout.nodes:
+            return
+        calls = self._calls
+        kept = calls.attempt(calls.store.set_roster, self._token, nodes, self._now_ms())
+        if kept is FAILED or not kept:
             return
         self._regroup(nodes)
 
     def _regroup(self, nodes: tuple[str, ...]) -> None:
         """Fan the ``"*"`` entries out to ``nodes``: a worker that joined starts at its next
         slot, one that left gets no more runs (and its fences go, so a return starts afresh)."""
-        gone = self._catalog.regroup(nodes)
-        if gone and self._lease.leader and self._store is not None:
-            try:
-                self._store.forget(self.token, gone)
-            except Exception as exc:
-                self._lease.failed(exc, time.monotonic())
-
-    def _resume(self, entry: Entry, fence: Fence | None, now: int) -> None:
-        """Plan ``entry`` from its fence; a slot this beat claimed and never sent is sent now
-        (its claim is this beat's own, so claiming it again succeeds)."""
-        if (
-            fence is not None
-            and fence.token == self.token
-            and self._owed.get(entry.name) == fence.slot
-        ):
-            entry.slot, entry.pending = fence.slot, None
-            return
-        entry.start(self._from(entry, None if fence is None else fence.slot), now)
-
-    def _from(self, entry: Entry, fence: int | None) -> int | None:
-        """Where ``entry``'s slots count from: its fence, unless it was added, updated or
-        resumed later (its floor), so that nothing from before then is ever caught up."""
-        floors = self._controls.floors
-        floor = floors.get(entry.name) if floors else None
-        if floor is None and floors:
-            floor = floors.get(self._fanout.parent_of(entry.name) or "")
-        return fence if floor is None or (fence is not None and fence >= floor) else floor
-
-    def _anchor(self, entry: Entry, now: int) -> None:
-        """Plan an entry added or changed while leading, from its anchor in the store."""
-        store = self._store
-        assert store is not None
-        instant = self._from(entry, None) or now
-        try:
-            anchored = store.anchor(self.token, {entry.name: (instant, entry.fingerprint)})
-            fence = anchored.get(entry.name)
-        except Exception as exc:
-            self._lease.failed(exc, time.monotonic())
-            return
-        self._plan(entry, now, self._resume, entry, fence, now)
-        self._requeue(entry, now)
-
-    def _paused(self, entry: Entry) -> bool:
-        """Whether ``entry`` (or the entry it is a copy of) is paused; if so it leaves the
-        queue until it is resumed, and its slot is recorded as skipped."""
-        paused = self._controls.paused
-        name = entry.name
-        if name not in paused and self._fanout.parent_of(name) not in paused:
-            return False
-        self._parked[name] = entry
-        if entry.slot is not None:
-            self.watch.skipped(name, entry.slot, "paused", self.now_ms())
-        return True
+        self._forget(sorted(self._catalog.regroup(nodes)))
 
     # Runtime controls -------------------------------------------------------------------------
 
-    def _poll_controls(self, store: Store) -> None:
+    def poll_controls(self) -> None:
         """Read what operators changed in the store (every beat, so that a standby that takes
         over knows it) and apply it; as leader, send the triggers waiting."""
-        try:
-            changed = self._controls.poll(store)
-        except Exception as exc:
-            self._lease.failed(exc, time.monotonic())
+        if not (self._calls.opened and self.lease.answering):
             return
-        self._apply(changed, self.now_ms())
-        if self._lease.leader and self._controls.triggers_waiting:
-            self._send_triggers(store)
+        if time.monotonic() < self.controls.due:
+            return
+        calls = self._calls
+        changes = calls.attempt(calls.store.changes, self.controls.version)
+        if changes is FAILED:
+            return
+        self.apply(self.controls.poll(changes))
+        if self.lease.leader and self.controls.triggers_waiting:
+            self._triggers.send_waiting()
 
-    def _apply(self, changed: Changed, now: int) -> None:
-        self.broken.update(changed.unreadable)
+    def apply(self, changed: Changed) -> None:
+        """Apply operators' changes: definitions to the catalog, resumes to parked entries."""
+        now = self._now_ms()
+        catalog = self._catalog
+        catalog.broken.update(changed.unreadable)
         if changed.definitions:
-            gone = self._catalog.restock(changed.definitions, changed.full)
-            gone = [name for name in gone if name not in self.broken]
-            if gone and self._lease.leader and self._store is not None:
-                # A name added again later is a new entry: nothing of the old one is caught up.
-                try:
-                    self._store.forget(self.token, gone)
-                except Exception as exc:
-                    self._lease.failed(exc, time.monotonic())
+            gone = catalog.restock(changed.definitions, changed.full)
+            self._forget([name for name in gone if name not in catalog.broken])
+        dispatcher = self._dispatcher
         for name, floor in changed.resumed.items():
-            parked = [
-                e for n, e in self._parked.items() if (self._fanout.parent_of(n) or n) == name
-            ]
-            for entry in parked:
-                del self._parked[entry.name]
+            for entry in self._parking.release(name):
                 if entry.active:
-                    start = entry.last_slot if floor is None else self._from(entry, entry.last_slot)
-                    self._plan(entry, now, entry.start, start, now)
-                    self._requeue(entry, now)
+                    start = entry.last_slot
+                    if floor is not None:
+                        start = self._parking.floor_of(entry, entry.last_slot)
+                    dispatcher.plan(entry, now, entry.start, start, now)
+                    dispatcher.requeue(entry, now)

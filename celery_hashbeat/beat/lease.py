@@ -19,9 +19,9 @@ from celery.utils.log import get_logger
 from celery_hashbeat.store.base import StoreAuthError, StoreError
 
 if TYPE_CHECKING:
+    from celery_hashbeat.beat.storecalls import StoreCalls
     from celery_hashbeat.observe.watch import Watch
     from celery_hashbeat.settings import Settings
-    from celery_hashbeat.store.base import Store
 
 logger = get_logger(__name__)
 
@@ -68,52 +68,52 @@ class Lease:
         """Whether the store answered the last lease call."""
         return self._outage is None
 
-    def maintain(self, store: Store, now: float) -> bool:
+    def maintain(self, calls: StoreCalls, now: float) -> bool:
         """Renew or acquire as the role asks. True when this call made this beat the leader."""
         try:
-            return self._renew(store, now) if self.leader else self._acquire(store, now)
+            return self._renew(calls, now) if self.leader else self._acquire(calls, now)
         except Exception as exc:
             self.failed(exc, now)
             return False
 
-    def _renew(self, store: Store, now: float) -> bool:
+    def _renew(self, calls: StoreCalls, now: float) -> bool:
         history = self.watch.outbox.drain() if self.watch is not None else []
-        if store.renew(self.token, self.ttl_ms, history=history):
+        if calls.call(calls.store.renew, self.token, self.ttl_ms, history=history):
             self.held_until = now + self.ttl_ms / 1000
-            self._heartbeat(store, LEADER, now)
+            self._heartbeat(calls, LEADER, now)
             self._answered()
             self.due = now + self.renew_interval
             return False
         self.leader = False
         self.due = now + self.standby_interval
-        self._became(STANDBY, store, "lost the lease")
+        self._became(STANDBY, calls, "lost the lease")
         return False
 
-    def _acquire(self, store: Store, now: float) -> bool:
+    def _acquire(self, calls: StoreCalls, now: float) -> bool:
         # Its own lease, taken back after an outage, is not extended by acquire: renew it at once.
-        taken = store.acquire(self.token, self.ttl_ms) and (
-            now >= self.held_until or store.renew(self.token, self.ttl_ms)
+        taken = calls.call(calls.store.acquire, self.token, self.ttl_ms) and (
+            now >= self.held_until or calls.call(calls.store.renew, self.token, self.ttl_ms)
         )
         if taken:
             self.held_until = now + self.ttl_ms / 1000
             self.leader = True
-            self._heartbeat(store, LEADER, now)
+            self._heartbeat(calls, LEADER, now)
             self._answered()
             self.due = now + self.renew_interval
-            self._became(LEADER, store, "acquired the lease")
+            self._became(LEADER, calls, "acquired the lease")
             return True
-        self._heartbeat(store, STANDBY, now)
+        self._heartbeat(calls, STANDBY, now)
         self._answered()
         self.due = now + self.standby_interval
-        self._became(STANDBY, store, "standing by")
+        self._became(STANDBY, calls, "standing by")
         return False
 
-    def _heartbeat(self, store: Store, role: str, now: float) -> None:
+    def _heartbeat(self, calls: StoreCalls, role: str, now: float) -> None:
         if role == LEADER or now >= self._heartbeat_due:
-            store.heartbeat(self.token, role, self.ttl_ms, self.schedule_digest)
+            calls.call(calls.store.heartbeat, self.token, role, self.ttl_ms, self.schedule_digest)
             self._heartbeat_due = now + self.renew_interval
 
-    def _became(self, role: str, store: Store, what: str) -> None:
+    def _became(self, role: str, calls: StoreCalls, what: str) -> None:
         if role == self._role:
             return
         self._role = role
@@ -128,7 +128,7 @@ class Lease:
                 self.renew_interval,
             )
             return
-        holder = store.leader()
+        holder = calls.call(calls.store.leader)
         if self.watch is not None:
             self.watch.leading(False, holder.token if holder else None)
         logger.info(
@@ -139,12 +139,19 @@ class Lease:
             self.standby_interval,
         )
         if holder is not None:
-            self._compare_schedules(store, holder.token)
+            self._compare_schedules(calls, holder.token)
 
-    def _compare_schedules(self, store: Store, leader: str) -> None:
+    def _compare_schedules(self, calls: StoreCalls, leader: str) -> None:
         """Warn once when the leader runs another schedule: two apps that share one store and
         prefix share one lease, and only one of them runs."""
-        theirs = next((beat.schedule_digest for beat in store.beats() if beat.token == leader), "")
+        theirs = next(
+            (
+                beat.schedule_digest
+                for beat in calls.call(calls.store.beats)
+                if beat.token == leader
+            ),
+            "",
+        )
         if not theirs or not self.schedule_digest or theirs == self.schedule_digest:
             return
         if self._warned_digest != theirs:
@@ -198,7 +205,7 @@ class Lease:
             self._outage = None
         self._backoff = self.standby_interval / 2
 
-    def release(self, store: Store) -> None:
+    def release(self, calls: StoreCalls) -> None:
         """Give the lease up on a clean shutdown, so a standby takes over within a second."""
         if not self.leader:
             return
@@ -206,7 +213,7 @@ class Lease:
         if self.watch is not None:
             self.watch.leading(False, None)
         try:
-            released = store.release(self.token)
+            released = calls.call(calls.store.release, self.token)
         except Exception as exc:
             logger.info("beat: could not release the lease (%s); it lapses by itself", exc)
             return

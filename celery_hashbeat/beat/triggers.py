@@ -1,18 +1,22 @@
 """Triggers (DESIGN.md §13): the runs an operator asked for now, as the leader sends them.
 
-Plain functions over what the store handed over: which entries each trigger runs (every copy of
-an entry fanned out to workers, each with an id derived from the trigger's), and what became of
-each publish (sent and recorded, to be given back, or lost as at most once allows).
+The leader takes the waiting triggers from the store (under its lease) and sends each once
+(``Triggers``). Plain functions over what the store handed over say which entries each trigger
+runs (every copy of an entry fanned out to workers, each with an id derived from the trigger's),
+and what became of each publish (sent and recorded, to be given back, or lost as at most once
+allows).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, NamedTuple
 from uuid import uuid5
 
 from celery.utils.log import get_logger
 
+from celery_hashbeat.beat.compat import BEAT_LOGGER
+from celery_hashbeat.beat.storecalls import FAILED
 from celery_hashbeat.control.definitions import (
     DefinitionError,
     Trigger,
@@ -20,11 +24,13 @@ from celery_hashbeat.control.definitions import (
     encode_trigger,
 )
 from celery_hashbeat.publish.batch import Outcome, Settled
-from celery_hashbeat.publish.message import NAMESPACE
+from celery_hashbeat.publish.message import NAMESPACE, send_slot, slot_iso
 
 if TYPE_CHECKING:
+    from celery_hashbeat.beat.storecalls import StoreCalls
     from celery_hashbeat.entries.entry import Entry
     from celery_hashbeat.observe.watch import Watch
+    from celery_hashbeat.publish.publisher import Publisher
 
 logger = get_logger("celery_hashbeat.scheduler")
 
@@ -82,3 +88,47 @@ def settle(settled: Iterable[Settled[Run]], watch: Watch, now_ms: int) -> list[s
                 error,
             )
     return list(back.values())
+
+
+class Triggers:
+    """Sends the triggers waiting in the store, as leader; gives back those that surely did
+    not go out, for the next leader's turn."""
+
+    def __init__(
+        self,
+        *,
+        token: str,
+        calls: StoreCalls,
+        publisher: Publisher,
+        entries: Mapping[str, Entry],
+        copies: Mapping[str, set[str]],
+        watch: Watch,
+        now_ms: Callable[[], int],
+    ) -> None:
+        self._token = token
+        self._calls = calls
+        self._publisher = publisher
+        self._entries = entries
+        #: Entry -> the names of its per-worker copies (the fan-out's, kept current by it).
+        self._copies = copies
+        self._watch = watch
+        self._now_ms = now_ms
+
+    def send_waiting(self) -> None:
+        calls = self._calls
+        taken = calls.attempt(calls.store.take_triggers, self._token)
+        if taken is FAILED:
+            return
+        runs = runs_of(taken, self._entries, self._copies)
+        if not runs:
+            return
+        settled = self._publisher.send_each(runs, self._send)
+        back = settle(settled, self._watch, self._now_ms())
+        if back:
+            calls.attempt(calls.store.give_back_triggers, self._token, back)
+
+    def _send(self, run: Run, asked: int) -> None:
+        entry, _, task_id = run
+        BEAT_LOGGER.info("Scheduler: Sending triggered task %s (%s)", entry.name, entry.task)
+        publisher = self._publisher
+        send_slot(publisher.app, publisher.producer, entry, task_id, slot_iso(asked), trigger=True)

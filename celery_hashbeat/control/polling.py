@@ -22,7 +22,7 @@ from celery.utils.log import get_logger
 from celery_hashbeat.control.definitions import DefinitionError, Pause, decode, decode_pause
 
 if TYPE_CHECKING:
-    from celery_hashbeat.store.base import Store
+    from celery_hashbeat.store.controls import Changes
 
 logger = get_logger("celery_hashbeat.scheduler")
 
@@ -44,7 +44,7 @@ class Changed:
     unreadable: set[str] = field(default_factory=set)
 
 
-class Controls:
+class ControlState:
     """What this beat knows of the store's runtime controls."""
 
     def __init__(self) -> None:
@@ -59,10 +59,10 @@ class Controls:
         #: Stored values already reported unreadable, so each is logged once.
         self._unreadable: set[tuple[str, str]] = set()
 
-    def poll(self, store: Store) -> Changed:
-        """Read what changed since the last poll (raises what the store raises)."""
+    def poll(self, changes: Changes) -> Changed:
+        """Take in what the store's ``changes(self.version)`` answered: what changed since the
+        last poll. The next poll is due ``POLL_S`` from now."""
         self.due = time.monotonic() + POLL_S
-        changes = store.changes(self.version)
         self.version, self.triggers_waiting = changes.version, changes.triggers
         changed = Changed(full=changes.full)
         if changes.full:

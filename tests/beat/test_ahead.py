@@ -7,7 +7,7 @@ from typing import Any, cast
 
 from hypothesis import given
 
-from celery_hashbeat.beat.ahead import Ahead
+from celery_hashbeat.publish.ahead import Ahead
 from tests.beat.test_slot_queue import items, queue_of
 
 

@@ -61,7 +61,7 @@ def test_a_transport_it_does_not_know_publishes_one_by_one_and_says_so_once(
     beat = schedulers(clock)
     with caplog.at_level(logging.INFO, logger="celery_hashbeat.scheduler"):
         run_two_minutes(beat, clock)
-    assert beat.sink is None
+    assert beat.publisher.sink is None
     assert sorted(published) == sorted(NAMES * 2)
     said = [r.getMessage() for r in caplog.records if "one message at a time" in r.getMessage()]
     assert said == [
@@ -92,5 +92,5 @@ def test_a_subclass_that_replaces_send_gets_every_slot_through_it(
         run_two_minutes(beat, clock)
     finally:
         beat.close()
-    assert beat.sink is None
+    assert beat.publisher.sink is None
     assert sorted(beat.sent) == sorted(published) == sorted(NAMES * 2)

@@ -47,7 +47,7 @@ def beat_on(
         made.append(app)
         beat = schedulers(clock, target=app)
         beat.tick()
-        assert beat._lease.leader
+        assert beat.leadership.lease.leader
         return beat
 
     yield make
@@ -69,7 +69,7 @@ def run_with_fault_before_flush(
     beat: Scheduler, monkeypatch: pytest.MonkeyPatch, fault: Callable[[], None]
 ) -> dict[str, Outcome]:
     """The six slots in chunks of two, ``fault()`` striking just before the second chunk goes."""
-    sink = beat.sink
+    sink = beat.publisher.sink
     assert sink is not None and not sink.immediate
     flush = sink.flush
     flushes = []
@@ -82,7 +82,14 @@ def run_with_fault_before_flush(
 
     monkeypatch.setattr(sink, "flush", flush_with_fault)
     slots = [(beat.entries[name], SLOT) for name in NAMES]
-    batch = Bulk(slots, sink, beat._send_slot, beat.transient_errors, beat._connect, chunk=2)
+    batch = Bulk(
+        slots,
+        sink,
+        beat.publisher.send_slot,
+        beat.publisher.transient_errors,
+        beat.publisher.connect,
+        chunk=2,
+    )
     batch.run()
     return {entry.name: outcome for entry, _, outcome, _ in batch.settle()}
 
@@ -135,13 +142,13 @@ def test_slots_refused_by_a_dead_broker_are_given_back_and_sent_once_it_returns(
     private_redis.kill()
     clock.advance(60)
     beat.tick()  # claims the six slots; the broker refuses: all given back
-    assert beat._broker_outage is not None
-    assert not beat._owed
+    assert beat.publisher.outage is not None
+    assert not beat.dispatcher.owed
     private_redis.start()
     clock.advance(1.5)
     beat.tick()
     assert sorted(queued(private_redis)) == NAMES
-    assert beat._broker_outage is None
+    assert beat.publisher.outage is None
 
 
 def test_what_reached_the_broker_is_never_sent_again(
@@ -153,7 +160,7 @@ def test_what_reached_the_broker_is_never_sent_again(
     """After a lost reply, the next ticks send only the slots that were given back."""
     with FaultProxy(private_redis.port) as proxy:
         beat = beat_on(proxy.url())
-        sink: Any = beat.sink
+        sink: Any = beat.publisher.sink
         flush = sink.flush
         calls: list[int] = []
 

@@ -156,7 +156,7 @@ def decode(envelope: dict[str, Any]) -> dict[str, Any]:
 def beat(shop: Celery, schedulers: Callable[..., Scheduler], clock: Clock) -> Iterator[Scheduler]:
     scheduler = schedulers(clock)
     scheduler.tick()  # leads
-    assert scheduler._lease.leader
+    assert scheduler.leadership.lease.leader
     yield scheduler
 
 
@@ -189,9 +189,11 @@ def publish_both_ways(
     results = []
     for way in ("batch", "apply_async"):
         if way == "apply_async":
-            beat.__dict__["sink"] = None  # the per-message path, on the same publishing thread
+            beat.publisher.__dict__["sink"] = (
+                None  # the per-message path, on the same publishing thread
+            )
         with Recorded(receivers) as recorded:
-            settled = beat._publish_batch(slots)
+            settled = beat.dispatcher.publish(slots)
         assert {s.outcome.value for s in settled} == {"sent"}, settled
         results.append((drain(client, prefix), recorded.calls))
     return results[0], results[1]
@@ -201,7 +203,7 @@ def publish_both_ways(
 def test_the_batch_path_sends_what_apply_async_sends(
     beat: Scheduler, broker: Any, key_prefix: str, receivers: tuple[str, ...]
 ) -> None:
-    sink = beat.sink
+    sink = beat.publisher.sink
     assert sink is not None
     (batch, batch_calls), (single, single_calls) = publish_both_ways(
         beat, broker.client, key_prefix, receivers
@@ -226,7 +228,7 @@ def test_messages_made_ahead_of_their_slot_are_sent_at_it_as_apply_async_sends_t
     """The leader wakes before a slot to make its messages (``ahead``): nothing goes out then,
     and at the slot what goes out is what apply_async sends for it. A message whose expiry
     counts from the send, or that goes through apply_async anyway, is made at the slot."""
-    sink = beat.sink
+    sink = beat.publisher.sink
     assert sink is not None
     slot = int((T0 + 60) * 1000)
     clock.now = T0 + 60 - 0.2
@@ -245,10 +247,10 @@ def test_messages_made_ahead_of_their_slot_are_sent_at_it_as_apply_async_sends_t
     assert sink._ready == {}  # every message made ahead was used
     sent = {m["headers"]["hashbeat_entry"] for messages in ahead.values() for m in messages}
     assert sent == set(beat.entries) - {"celery.backend_cleanup"}  # not due at this minute
-    beat.__dict__["sink"] = None  # the same slots through apply_async, on the same thread
+    beat.publisher.__dict__["sink"] = None  # the same slots through apply_async, on the same thread
     with Recorded(("after",)) as recorded_single:
         # In the order the tick sent them: the order the entries were added in.
-        beat._publish_batch(
+        beat.dispatcher.publish(
             [(entry, slot) for entry in beat.entries.values() if entry.name in sent]
         )
     assert_same_messages(ahead, drain(broker.client, key_prefix), key_prefix)

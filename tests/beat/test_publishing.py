@@ -9,7 +9,7 @@ import time
 import pytest
 from kombu.exceptions import EncodeError, OperationalError
 
-from celery_hashbeat.beat.background import Abandoned, Runner
+from celery_hashbeat._background import Abandoned, Runner
 from celery_hashbeat.publish.batch import Batch, Outcome
 
 

@@ -216,7 +216,7 @@ def test_a_frozen_leader_that_wakes_up_is_fenced(
     drain(fresh)
     assert len(broker.new()) == 1
     # Waking between its lease check and its claim, the old leader still believes it leads.
-    stale._dispatch(stale.now_ms())
+    stale.dispatcher.dispatch(stale.now_ms())
     assert broker.new() == []
     assert not stale.is_leader  # the rejected claim made it check its lease, and step down
 

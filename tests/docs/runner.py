@@ -307,7 +307,7 @@ def check_app(app: Celery, workdir: Path) -> None:
             missing = expected_entries(conf.beat_schedule or {}) - set(scheduler.entries)
             if missing:
                 raise ValueError(f"entries the Scheduler did not load: {sorted(missing)}")
-            if scheduler._store is None:
+            if not scheduler.store_calls.opened:
                 raise ValueError("the Scheduler could not open the store")
         finally:
             scheduler.close()

@@ -1,5 +1,8 @@
 """Blocking calls on a helper thread, so the tick can stop waiting for them.
 
+A leaf shared by the two rooms that wait on the network from the beat's thread: ``beat/``
+(the store's calls, through ``beat.storecalls``) and ``publish/`` (the broker's).
+
 A broker that hangs, or a store whose replies stop coming, would otherwise hold the beat's main
 thread, and with it every stop request, for as long as the socket lets it. The caller waits in
 short steps and asks ``give_up()`` between them; a call it gives up on is left to finish (or
@@ -11,7 +14,6 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Callable
-from functools import partial
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -89,34 +91,3 @@ class Runner:
 def _serve(inbox: queue.SimpleQueue[_Call | None]) -> None:
     while (job := inbox.get()) is not None:
         job.run()
-
-
-class Guarded:
-    """Every method call on ``target`` goes through ``runner``; a call given up on raises
-    ``abandoned(text)`` instead, so callers see an ordinary failure of the target."""
-
-    def __init__(
-        self,
-        target: object,
-        runner: Runner,
-        give_up: Callable[[], bool],
-        abandoned: Callable[[str], Exception],
-    ) -> None:
-        self._target = target
-        self._runner = runner
-        self._give_up = give_up
-        self._abandoned = abandoned
-
-    def __getattr__(self, name: str) -> Any:
-        attribute = getattr(self._target, name)
-        if not callable(attribute):
-            return attribute
-
-        def guarded(*args: Any, **kwargs: Any) -> Any:
-            bound = partial(attribute, *args, **kwargs)
-            try:
-                return self._runner.call(bound, give_up=self._give_up)
-            except Abandoned as exc:
-                raise self._abandoned(f"{name}: {exc}") from None
-
-        return guarded

@@ -9,11 +9,17 @@ the slot, when only claiming and sending are left. Nothing is claimed or sent ea
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from celery_hashbeat.beat.slotqueue import SlotQueue
     from celery_hashbeat.entries.entry import Entry
+
+
+class Upcoming(Protocol):
+    """The beat's slot queue, as far as making messages ahead reads it."""
+
+    def upcoming(self, after: int, until: int) -> list[tuple[Entry, int]]: ...
+
 
 #: How long before a slot its message is made (ms): room for the first slot of a few hundred
 #: entries, whose plans are made then too.
@@ -39,7 +45,7 @@ class Ahead:
         """Whether messages are to be made now, for the slot at ``head`` and those with it."""
         return head > self.made_to and head - now <= self.window_ms
 
-    def take(self, queue: SlotQueue, now: int) -> list[tuple[Entry, int]]:
+    def take(self, queue: Upcoming, now: int) -> list[tuple[Entry, int]]:
         """The slots to make messages for now (in the order they are due), and note them."""
         until = now + self.window_ms
         found = queue.upcoming(self.made_to, until)

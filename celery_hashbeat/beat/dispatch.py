@@ -1,0 +1,365 @@
+"""The Dispatcher: a leader's way from due slots to sent messages.
+
+Entries wait in the slot queue keyed by their next slot (UTC epoch ms), so an idle tick costs the
+same at ten entries or a hundred thousand. At a slot the dispatcher takes what is due (up to
+``BATCH``), claims it with one store call, lets the run leases give their verdict, hands the
+slots it won to the ``Publisher``, and settles each by its outcome: sent slots move on, those
+that surely did not go out are given back to the store to be retried (docs/design.md §5, §10).
+It owns the queue, the slots it claimed and has not sent (``owed``), and the slots being
+published; nothing else writes them.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, cast
+
+from celery.utils.log import get_logger
+
+from celery_hashbeat.beat.collector import PASS_ROOM_MS, Freezer
+from celery_hashbeat.beat.compat import BEAT_LOGGER
+from celery_hashbeat.beat.overlap import WAIT_POLL_MS, Overlaps, Verdict, run_guard
+from celery_hashbeat.beat.slotqueue import SlotQueue
+from celery_hashbeat.beat.storecalls import FAILED
+from celery_hashbeat.entries.bounds import EntryFinished
+from celery_hashbeat.entries.slots import ScheduleEnded, ScheduleTooSlow
+from celery_hashbeat.publish.batch import Outcome, Settled
+from celery_hashbeat.publish.message import slot_iso, slot_task_id
+from celery_hashbeat.publish.publisher import PUBLISH_RETRY_MS
+
+if TYPE_CHECKING:
+    from celery_hashbeat.beat.lease import Lease
+    from celery_hashbeat.beat.parking import Parking
+    from celery_hashbeat.beat.storecalls import StoreCalls
+    from celery_hashbeat.entries.entry import Entry
+    from celery_hashbeat.observe.watch import Watch
+    from celery_hashbeat.publish.publisher import Publisher
+    from celery_hashbeat.store.base import Fence
+
+#: The scheduler's logger: operators filter one name for everything a beat says about its slots.
+logger = get_logger("celery_hashbeat.scheduler")
+
+#: The most slots claimed in one store call; a larger backlog is drained over consecutive ticks.
+BATCH = 1000
+
+
+class Dispatcher:
+    """Owns the slot queue, the owed slots and the slots being published."""
+
+    def __init__(
+        self,
+        *,
+        token: str,
+        entries: Mapping[str, Entry],
+        watch: Watch,
+        calls: StoreCalls,
+        lease: Lease,
+        publisher: Publisher,
+        parking: Parking,
+        now_ms: Callable[[], int],
+        retry_ms: Callable[[], int],
+        maintain: Callable[[], None],
+    ) -> None:
+        self._token = token
+        self._entries = entries
+        self._watch = watch
+        self._calls = calls
+        self._lease = lease
+        self._publisher = publisher
+        self._parking = parking
+        self._now_ms = now_ms
+        #: How soon an entry whose schedule could not say its next slot is asked again (ms).
+        self._retry_ms = retry_ms
+        #: Renews or takes the lease (and takes over): called when a claim or a publish finds
+        #: the lease's call due.
+        self._maintain = maintain
+        #: Made before the schedule is built, so frozen with it (see ``slotqueue``).
+        self.queue = SlotQueue(entries)
+        #: Slots this beat claimed and has not sent (entry -> slot), to send when it leads again.
+        self.owed: dict[str, int] = {}
+        #: Entry -> (task id, publish time in ms) of the slot now being published.
+        self._published: dict[str, tuple[str, int]] = {}
+        self.overlaps = Overlaps(self._skipped)
+        #: Keeps the collector's full passes off the plans made as entries are first sent.
+        self._freezer = Freezer()
+        #: Entries whose schedule failed to plan, so the traceback is logged once only.
+        self._unplanned: set[str] = set()
+
+    # Planning ---------------------------------------------------------------------------------
+
+    def plan(self, entry: Entry, now: int, step: Callable[..., Any], *args: Any) -> Any:
+        """Run one planning step of ``entry``. A schedule that cannot say its next slot is asked
+        again later, as Celery's own scheduler does; logged with its traceback the first time,
+        in one line afterwards, and given up on (one line) once it has run out or was refused
+        as too slow."""
+        try:
+            return step(*args)
+        except (ScheduleEnded, ScheduleTooSlow) as exc:
+            self._give_up_on(entry, exc)
+        except Exception as exc:
+            first = entry.name not in self._unplanned
+            self._unplanned.add(entry.name)
+            logger.log(
+                logging.ERROR if first else logging.WARNING,
+                "beat: cannot compute the next slot of entry %r (%s: %s); trying again in %ss",
+                entry.name,
+                type(exc).__name__,
+                exc,
+                self._retry_ms() / 1000,
+                exc_info=first,
+            )
+            entry.slot = entry.pending = None
+        finally:
+            if entry.missed is not None:
+                self._report_missed(entry, now)
+        return False
+
+    def requeue(self, entry: Entry, now: int) -> None:
+        self.queue.push(entry, self._due_at(entry, now))
+
+    def resume(self, entry: Entry, fence: Fence | None, now: int) -> None:
+        """Plan ``entry`` from its fence; a slot this beat claimed and never sent is sent now
+        (its claim is this beat's own, so claiming it again succeeds)."""
+        if (
+            fence is not None
+            and fence.token == self._token
+            and self.owed.get(entry.name) == fence.slot
+        ):
+            entry.slot, entry.pending = fence.slot, None
+            return
+        entry.start(self._parking.floor_of(entry, None if fence is None else fence.slot), now)
+
+    def reset(self, fences: Mapping[str, Fence], now: int) -> None:
+        """As a new leader: plan every entry from its fence and forget what this beat owed and
+        made ahead (an owed slot is sent from its fence, see ``resume``)."""
+        self.queue.refill(self._resumed(fences, now))
+        self.owed.clear()
+        self._publisher.ahead.reset()
+
+    def _resumed(self, fences: Mapping[str, Fence], now: int) -> Iterator[tuple[Entry, int]]:
+        plan, resume, due_at = self.plan, self.resume, self._due_at
+        for name, entry in self._entries.items():
+            plan(entry, now, resume, entry, fences.get(name), now)
+            yield entry, due_at(entry, now)
+
+    def _due_at(self, entry: Entry, now: int) -> int:
+        """When the entry is next due: its slot, or a retry for one that could not plan."""
+        slot = entry.slot
+        return now + self._retry_ms() if slot is None else slot
+
+    def _report_missed(self, entry: Entry, now: int) -> None:
+        """Tell the history and the metrics of the slots a catch-up just left out."""
+        missed = entry.missed
+        if missed is not None:
+            entry.missed = None
+            self._watch.missed(entry.name, missed[0], missed[1], missed[2], now)
+
+    def _skipped(self, name: str, slot: int, holder: str) -> None:
+        self._watch.skipped(name, slot, "overlap", self._now_ms(), holder)
+
+    def _give_up_on(self, entry: Entry, why: Exception) -> None:
+        level = logging.INFO if isinstance(why, EntryFinished) else logging.ERROR
+        logger.log(level, "beat: entry %r has no more slots to send: %s", entry.name, why)
+        entry.active = False
+        entry.slot = entry.pending = None
+
+    # Due -> claim -> verdict -> publish -> settle -----------------------------------------------
+
+    def dispatch_due(self) -> None:
+        head = self.queue.head()
+        if head is not None and head <= self._now_ms():
+            self.dispatch(self._now_ms())
+
+    def _due(self, now: int) -> list[Entry]:
+        """Pop the entries whose slot is due (up to BATCH), planning any that need it."""
+        queue = self.queue
+        batch: list[Entry] = []
+        while len(batch) < BATCH and (head := queue.head()) is not None and head <= now:
+            entry = queue.pop()
+            if entry is None or not entry.active:
+                continue
+            if self._parking.holds(entry):
+                continue
+            if entry.max_runs is not None and entry.total_run_count >= entry.max_runs:
+                self._give_up_on(entry, EntryFinished(f"it ran {entry.max_runs} times (max_runs)"))
+                continue
+            if entry.slot is None:
+                self.plan(entry, now, entry.start, None, now)
+            elif self.plan(entry, now, entry.ready, now):
+                batch.append(entry)
+                continue
+            self.requeue(entry, now)
+        return batch
+
+    def dispatch(self, now: int) -> None:
+        """Claim every due slot (up to BATCH) in one store call; publish only what was claimed;
+        give back, in one more call, what could not go out."""
+        batch = self._due(now)
+        if not batch:
+            return
+        calls = self._calls
+        wanted = {entry.name: (cast(int, entry.slot), entry.fingerprint) for entry in batch}
+        guards = {entry.name: run_guard(entry, cast(int, entry.slot)) for entry in batch}
+        runs = {name: guard for name, guard in guards.items() if guard is not None}
+        history = self._watch.outbox.drain()
+        try:
+            claimed = calls.call(calls.store.claim, self._token, wanted, runs, history=history)
+        except Exception as exc:
+            # The claim may have been made and its reply lost: remember the slots, so that this
+            # beat, leading again, sends them (docs/design.md §10).
+            self.owed.update((name, slot) for name, (slot, _) in wanted.items())
+            for entry in batch:
+                self.requeue(entry, now)
+            logger.warning(
+                "beat: the claim of %d slot(s) was not confirmed (%s: %s); if the store made it, "
+                "this beat sends them once it confirms the claim as leader",
+                len(wanted),
+                type(exc).__name__,
+                exc,
+            )
+            self._lease.failed(exc, time.monotonic())
+            return
+        mine: list[tuple[Entry, int]] = []
+        for entry in batch:
+            slot = cast(int, entry.slot)
+            verdict = self.overlaps.verdict(entry, slot, claimed)
+            if verdict is Verdict.SEND:
+                mine.append((entry, slot))
+            elif verdict is Verdict.WAIT:
+                self.queue.push(entry, now + WAIT_POLL_MS)
+            else:
+                self.plan(entry, now, entry.advance, slot, now)
+                self.requeue(entry, now)
+        self.owed.update((entry.name, slot) for entry, slot in mine)
+        if mine:
+            self._settle(self.publish(mine), now)
+        if len(claimed) < len(batch):
+            self._lease.due = 0.0
+            self._maintain()
+
+    def publish(self, slots: list[tuple[Entry, int]]) -> list[Settled[Entry]]:
+        """Publish claimed slots, keeping the lease while the broker is waited for."""
+        return self._publisher.publish(slots, self._still_leading)
+
+    def _still_leading(self) -> bool:
+        """Asked while a publish waits: keep the lease, and say whether it still holds."""
+        if time.monotonic() >= self._lease.due:
+            self._maintain()
+        return self._lease.leader
+
+    def _settle(self, settled: list[Settled[Entry]], now: int) -> None:
+        """Move every entry on by its outcome; give back, in one call, the claims whose slot
+        did not go out, to be retried shortly."""
+        back: dict[str, int] = {}
+        failure: BaseException | None = None
+        for entry, slot, outcome, error in settled:
+            if outcome is Outcome.FAILED or outcome is Outcome.UNSENT:
+                self._published.pop(entry.name, None)
+                if outcome is Outcome.FAILED:
+                    self._watch.publish_failed()
+                back[entry.name] = slot
+                self.queue.push(entry, now + PUBLISH_RETRY_MS)
+                failure = failure or error
+                continue
+            published = self._published.pop(entry.name, None)
+            if outcome is Outcome.SENT:
+                entry.last_slot = slot
+                entry.total_run_count += 1
+                if published is not None:
+                    self._watch.sent(entry.name, slot, *published)
+            elif outcome is Outcome.DROPPED:
+                self._watch.publish_failed()
+                logger.error(
+                    "beat: %s slot %s can never be sent, so it is dropped (%s: %s); fix the "
+                    "entry's args, kwargs or options",
+                    entry.name,
+                    slot_iso(slot),
+                    type(error).__name__,
+                    error,
+                )
+            else:
+                self._watch.publish_failed()
+                failure = failure or error
+                logger.warning(
+                    "beat: %s slot %s may or may not have reached the broker (%s); it is not "
+                    "sent again (at most once per slot)",
+                    entry.name,
+                    slot_iso(slot),
+                    "cut short" if error is None else f"{type(error).__name__}: {error}",
+                )
+            self.owed.pop(entry.name, None)
+            self.plan(entry, now, entry.advance, slot, now)
+            self.requeue(entry, now)
+        sent = any(s.outcome is Outcome.SENT for s in settled)
+        self._publisher.note_outcome(failure, len(back), sent)
+        if back:
+            self._give_back(back)
+
+    def _give_back(self, back: dict[str, int]) -> None:
+        entries = self._entries
+        runs = {
+            name: slot_task_id(name, slot)
+            for name, slot in back.items()
+            if entries.get(name) is not None and entries[name].run_ttl_ms
+        }
+        calls = self._calls
+        given = calls.attempt(calls.store.unclaim, self._token, back, runs)
+        if given is FAILED:
+            given = set()
+        for name in given:
+            self.owed.pop(name, None)
+        kept = len(back) - len(given)
+        if kept:
+            logger.warning(
+                "beat: %d claimed slot(s) could not be given back (%s); this beat sends them "
+                "when it leads again, and until then they are owed",
+                kept,
+                ", ".join(sorted(set(back) - given)[:5]),
+            )
+
+    # What the publisher calls around each slot ------------------------------------------------
+
+    def announce(self, entry: Entry, task_id: str, when: str) -> None:
+        """What comes before a slot's message: revoking the run it replaces, the log line, and
+        noting when it went."""
+        replaced = self.overlaps.replacing.get(entry.name)
+        if replaced is not None:
+            logger.info(
+                "beat: %s slot %s replaces its run %s: revoking it", entry.name, when, replaced
+            )
+            self._publisher.revoke(replaced)
+        BEAT_LOGGER.info(
+            "Scheduler: Sending due task %s (%s) slot %s", entry.name, entry.task, when
+        )
+        self._published[entry.name] = (task_id, self._now_ms())
+
+    def sent(self, entry: Entry) -> None:
+        # Kept until the slot went out: a slot given back and sent again revokes again.
+        self.overlaps.replacing.pop(entry.name, None)
+
+    # Messages made ahead --------------------------------------------------------------------
+
+    def wake_at(self, head: int) -> int:
+        """When to wake for the slot at ``head`` (epoch ms): at the slot itself, or before it
+        to make its message."""
+        publisher = self._publisher
+        return head if publisher.outage is not None else publisher.ahead.wake_at(head)
+
+    def make_ahead(self, head: int) -> None:
+        """While nothing is due, make the messages of the slots due next (see ``ahead``); with
+        time to spare, write the history waiting rather than send it with the next claim."""
+        now = self._now_ms()
+        publisher = self._publisher
+        slots = publisher.take_ahead(self.queue, head, now)
+        if slots is None:
+            return
+        outbox = self._watch.outbox
+        if head - now > publisher.ahead.window_ms // 2 and outbox:
+            calls = self._calls
+            if calls.attempt(calls.store.record, outbox.drain()) is FAILED:
+                return
+        publisher.make_ahead(slots, head, now, self._now_ms)
+        if head - self._now_ms() > PASS_ROOM_MS:
+            self._freezer.grown(publisher.kept)

@@ -1,0 +1,289 @@
+"""The Publisher: claimed slots -> broker messages, on a thread the beat can stop waiting for.
+
+It owns everything on the broker's side of a beat: the connection, the producer on it, the batch
+sink (``sink``) that writes many messages per round trip, the messages made ahead of their slots
+(``ahead``), the thread that waits on the broker, and whether the broker is in an outage. The
+beat's ``Dispatcher`` decides what to publish and settles the outcomes; the Publisher only sends.
+A connection left behind on a broker that stopped answering is never used again: the next
+publish connects afresh (docs/design.md §10, §15).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from celery.utils.log import get_logger
+
+from celery_hashbeat._background import Abandoned, Runner
+from celery_hashbeat.publish.ahead import MARGIN_MS, Ahead, Upcoming
+from celery_hashbeat.publish.batch import TRANSIENT_ERRORS, Batch, Bulk, Settled
+from celery_hashbeat.publish.message import slot_iso, slot_task_id
+from celery_hashbeat.publish.sink import BulkSink, unsupported
+
+if TYPE_CHECKING:
+    from celery import Celery
+
+    from celery_hashbeat.entries.entry import Entry
+
+R = TypeVar("R")
+
+#: The scheduler's logger: operators filter one name for everything a beat says about its slots.
+logger = get_logger("celery_hashbeat.scheduler")
+
+#: The most messages one broker round trip of a batch carries (one Redis pipeline).
+CHUNK = 500
+
+#: After a failed publish (its claim given back), the slot is retried this much later (ms).
+PUBLISH_RETRY_MS = 1000
+
+#: A publish that waits longer than this for the broker (seconds, at least) is left behind.
+PUBLISH_TIMEOUT_S = 5.0
+
+
+class Stopping(Protocol):
+    """The beat's stop requests, as far as a publish waits on them."""
+
+    @property
+    def requested(self) -> bool: ...
+
+    def overdue(self) -> bool: ...
+
+
+class SendHook(Protocol):
+    """``Scheduler.send``: publishes one slot of an entry (benchmarks and subclasses replace it)."""
+
+    def __call__(self, entry: Entry, task_id: str, when: str) -> Any: ...
+
+
+class Publisher:
+    """Sends what the beat claimed; one per beat."""
+
+    def __init__(
+        self,
+        app: Celery,
+        producer_type: Any,
+        *,
+        send: SendHook,
+        batchable: bool,
+        announce: Callable[[Entry, str, str], None],
+        sent: Callable[[Entry], None],
+        stop: Stopping,
+        timeout_s: float,
+    ) -> None:
+        self.app = app
+        self._producer_type = producer_type
+        #: The hook each slot goes through when not sent by the batch sink.
+        self._send = send
+        #: False when a subclass replaced ``send``: then every slot goes through it.
+        self._batchable = batchable
+        #: Called before a slot's message goes out (its log line, a run it replaces) and after.
+        self._announce = announce
+        self._sent = sent
+        self._stop = stop
+        #: A publish waiting longer than this for the broker is left behind (seconds).
+        self.timeout_s = timeout_s
+        #: How far ahead of their slots messages were made (on this connection's sink).
+        self.ahead = Ahead()
+        #: What the broker last failed with, while it is not answering; None when it answers.
+        self.outage: str | None = None
+        self._runner = Runner("hashbeat-publish")
+        self._said_unbatched = False
+
+    # The connection and what lives on it ------------------------------------------------------
+
+    @cached_property
+    def connection(self) -> Any:
+        return self.app.connection_for_write()
+
+    @cached_property
+    def producer(self) -> Any:
+        """A producer that connects on first publish, within the publish's own retry policy
+        (Celery's connects up front and retries for minutes, deaf to a stop)."""
+        return self._producer_type(self.connection, auto_declare=False)
+
+    @cached_property
+    def sink(self) -> BulkSink | None:
+        """The batch publisher on this producer, or None to send one message at a time: a
+        subclass replaced ``send``, or the transport is not one the batch path knows."""
+        if not self._batchable:
+            return None
+        why = unsupported(self.producer)
+        if why is not None:
+            if not self._said_unbatched:
+                logger.info("beat: publishing one message at a time: the batch path %s", why)
+                self._said_unbatched = True
+            return None
+        return BulkSink(self.app, self.producer, self._announce, self._sent)
+
+    @cached_property
+    def transient_errors(self) -> tuple[type[BaseException], ...]:
+        """What a publish raises while the broker cannot be reached: kombu's wrapper, the
+        socket's errors, and the transport's own connection errors."""
+        transport_errors = tuple(self.app.connection_for_write().connection_errors)
+        return TRANSIENT_ERRORS + transport_errors
+
+    def connect(self) -> None:
+        """Connect to the broker if not connected, trying once: a refused or hung connection
+        then fails where nothing can have been sent (kombu's own first connect, inside a
+        publish, retries forever)."""
+        self.connection.ensure_connection(
+            max_retries=1, interval_start=0, interval_step=1, interval_max=1
+        )
+
+    def drop_connection(self) -> None:
+        """Leave a publish thread stuck on the broker with the connection it is using (and the
+        producer and batch sink on it); the next publish gets its own."""
+        for name in ("producer", "connection", "sink"):
+            self.__dict__.pop(name, None)
+        self.ahead.reset()
+
+    def revoke(self, task_id: str) -> None:
+        """Revoke (and terminate) a run, on this beat's connection."""
+        self.app.control.revoke(task_id, terminate=True, connection=self.connection)
+
+    # Publishing -------------------------------------------------------------------------------
+
+    def send_slot(self, entry: Entry, slot: int) -> None:
+        """One slot's message, through the ``send`` hook (the path of a slot the sink does not
+        take)."""
+        task_id, when = slot_task_id(entry.name, slot), slot_iso(slot)
+        self._announce(entry, task_id, when)
+        self._send(entry, task_id, when)
+        self._sent(entry)
+
+    def publish(
+        self, slots: list[tuple[Entry, int]], leading: Callable[[], bool]
+    ) -> list[Settled[Entry]]:
+        """Publish claimed slots on the broker's thread; cut the batch short on a stop, a
+        broker that stops answering, or ``leading()`` turning false (it keeps the lease while
+        waiting)."""
+        sink = self.sink
+        batch: Batch[Entry]
+        if sink is None:
+            batch = Batch(slots, self.send_slot, self.transient_errors, self.connect)
+        else:
+            batch = Bulk(slots, sink, self.send_slot, self.transient_errors, self.connect, CHUNK)
+
+        def give_up() -> bool:
+            if self._stop.requested:
+                batch.cancel()
+                return self._stop.overdue()
+            if batch.in_flight_for() > self.timeout_s:
+                logger.error(
+                    "beat: the broker has not answered a publish for %.0fs; leaving it behind "
+                    "(its slot may or may not arrive) and retrying the rest on a new connection",
+                    self.timeout_s,
+                )
+                return True
+            return not leading()
+
+        self._wait_for(batch.run, give_up)
+        return batch.settle()
+
+    def send_each(
+        self, runs: list[tuple[R, int]], send_one: Callable[[R, int], None]
+    ) -> list[Settled[R]]:
+        """Send ``runs`` one by one with ``send_one`` (triggers: each has its own task id)."""
+        batch = Batch(runs, send_one, self.transient_errors, self.connect)
+        self._wait_for(
+            batch.run,
+            lambda: self._stop.overdue() or batch.in_flight_for() > self.timeout_s,
+        )
+        return batch.settle()
+
+    def _wait_for(self, run: Callable[[], None], give_up: Callable[[], bool]) -> None:
+        try:
+            self._runner.call(run, give_up=give_up)
+        except Abandoned:
+            self.drop_connection()
+
+    # Messages made ahead ------------------------------------------------------------------------
+
+    def take_ahead(self, queue: Upcoming, head: int, now: int) -> list[tuple[Entry, int]] | None:
+        """The slots whose messages to make now (see ``ahead``), or None when none are to be
+        made: not yet time, the broker in an outage, or no batch sink to make them with."""
+        if not self.ahead.due(head, now) or self.outage is not None:
+            return None
+        if self.sink is None:
+            self.ahead.skip(now)  # nothing can be made ahead: woken at the slot
+            return None
+        return self.ahead.take(queue, now)
+
+    def make_ahead(
+        self, slots: list[tuple[Entry, int]], head: int, now: int, clock_ms: Callable[[], int]
+    ) -> None:
+        """Make the messages of ``slots`` on the broker's thread, stopping ``MARGIN_MS`` before
+        the slot at ``head`` so that making them never delays it."""
+        sink = self.sink
+        assert sink is not None  # take_ahead handed out slots
+        deadline = head - MARGIN_MS
+
+        def make() -> None:
+            self.connect()
+            sink.forget_ready(now)
+            for entry, slot in slots:
+                if clock_ms() >= deadline:
+                    return
+                try:
+                    sink.ready(entry, slot)
+                except self.transient_errors:
+                    raise
+                except Exception:  # made again at its slot, where it is reported
+                    continue
+
+        began = time.monotonic()
+        try:
+            self._wait_for(
+                make,
+                lambda: self._stop.overdue() or time.monotonic() - began > self.timeout_s,
+            )
+        except Exception:
+            # The broker is not answering: the slots' own publish says so, and retries.
+            logger.debug("beat: could not make messages ahead", exc_info=True)
+
+    @property
+    def kept(self) -> int:
+        """How many message plans the sink keeps (long-lived objects, see ``collector``)."""
+        sink = self.__dict__.get("sink")
+        return 0 if sink is None else sink.kept
+
+    # The broker's state -------------------------------------------------------------------------
+
+    def note_outcome(self, failure: BaseException | None, waiting: int, sent: bool) -> None:
+        """One log line when the broker stops answering and one when it answers again."""
+        if failure is not None:
+            if self.outage is None:
+                logger.warning(
+                    "beat: the broker is not answering (%s: %s): %d slot(s) given back and "
+                    "retried every %.0fs until it does",
+                    type(failure).__name__,
+                    failure,
+                    waiting,
+                    PUBLISH_RETRY_MS / 1000,
+                )
+            self.outage = str(failure) or type(failure).__name__
+        elif sent and self.outage is not None:
+            logger.info("beat: the broker answers again (after: %s)", self.outage)
+            self.outage = None
+
+    def close(self, give_up: Callable[[], bool]) -> None:
+        """Release the connection (on the broker's thread, waiting at most as ``give_up``
+        allows), then let the thread end."""
+        try:
+            self._runner.call(self._release, give_up=give_up)
+        except Abandoned:
+            logger.info("beat: the broker did not answer the goodbye; leaving its connection")
+        self._runner.close()
+
+    def _release(self) -> None:
+        for name in ("producer", "sink"):
+            self.__dict__.pop(name, None)
+        connection = self.__dict__.pop("connection", None)
+        if connection is not None:
+            try:
+                connection.release()
+            except Exception:
+                logger.debug("beat: releasing the broker connection failed", exc_info=True)
