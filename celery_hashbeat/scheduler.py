@@ -3,7 +3,7 @@
 Entries wait in a heap keyed by their next slot (UTC epoch ms), so an idle tick costs the same at
 ten entries or a hundred thousand, and returns exactly the time until the next slot or the next
 lease call. Only the lease holder enqueues; it claims every slot due in a tick with one store call
-and publishes only what it claimed (DESIGN.md §5), with a task id derived from (entry, slot).
+and publishes only what it claimed (docs/design.md §5), with a task id derived from (entry, slot).
 
 This module keeps the tick and the claim; what a beat does on becoming leader and on operators'
 changes is in ``leading``, and the broker side (publishing what was claimed) in ``sending``.
@@ -85,7 +85,7 @@ class Scheduler(Leading, Sending, beat.Scheduler):
             raise ConfigurationExit(exc) from None
         self.token = new_token()
         metrics = Metrics(self.settings.metrics_entry_labels)
-        #: History, metrics and health (DESIGN.md §14); metrics only when HTTP is served.
+        #: History, metrics and health (docs/design.md §14); metrics only when HTTP is served.
         self.watch = Watch(self.token, metrics if self.settings.http_port is not None else None)
         self._http: HealthServer | None = None
         #: Wall-clock seconds since the epoch; slots are computed from it.
@@ -122,7 +122,7 @@ class Scheduler(Leading, Sending, beat.Scheduler):
         self._balance_shared = -1
         self._census = WorkerCensus(app, self.settings.workers_refresh)
         self._overlaps = Overlaps(self._skipped)
-        #: What operators changed in the store (DESIGN.md §13).
+        #: What operators changed in the store (docs/design.md §13).
         self._controls = Controls()
         #: Paused entries taken off the queue at their slot, until they are resumed.
         self._parked: dict[str, Entry] = {}
@@ -190,7 +190,7 @@ class Scheduler(Leading, Sending, beat.Scheduler):
         self._catalog.update(dict_)
 
     def _added(self, entry: Entry, now: int) -> None:
-        """A new or changed entry: as leader, anchor it in the store (DESIGN.md §10)."""
+        """A new or changed entry: as leader, anchor it in the store (docs/design.md §10)."""
         if self._lease.leader:
             self._anchor(entry, now)
 
@@ -384,7 +384,7 @@ class Scheduler(Leading, Sending, beat.Scheduler):
             claimed = store.claim(self.token, wanted, runs, history=self.watch.outbox.drain())
         except Exception as exc:
             # The claim may have been made and its reply lost: remember the slots, so that this
-            # beat, leading again, sends them (DESIGN.md §10).
+            # beat, leading again, sends them (docs/design.md §10).
             self._owed.update((name, slot) for name, (slot, _) in wanted.items())
             for entry in batch:
                 self._requeue(entry, now)

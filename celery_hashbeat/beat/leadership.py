@@ -1,6 +1,6 @@
 """Leading: what a beat does as it becomes leader and as the store tells it of changes.
 
-A new leader reads every entry's fence and plans each entry from it (DESIGN.md §5), anchoring
+A new leader reads every entry's fence and plans each entry from it (docs/design.md §5), anchoring
 what the store has not seen; as leader it keeps the worker census and the balanced assignment in
 the store (§11, §16). Every beat applies what operators changed (§13): entries added, updated or
 removed, pauses and resumes, each planned from where its slots now count (its floor), so nothing
@@ -60,7 +60,7 @@ class Leading:
     _send_triggers: Callable[[Store], None]
 
     def _take_over(self, store: Store) -> None:
-        """As the new leader, read every entry's fence and catch up from it (DESIGN.md §5).
+        """As the new leader, read every entry's fence and catch up from it (docs/design.md §5).
 
         A chained entry (an interval) the store has never seen, or any entry whose schedule
         changed, is anchored at now first: its slots count from there whichever beat leads
@@ -68,7 +68,7 @@ class Leading:
         never caught up into the past.
         """
         now = self.now_ms()
-        self._balance_shared = -1  # a new leader's assignment wins (DESIGN.md §16)
+        self._balance_shared = -1  # a new leader's assignment wins (docs/design.md §16)
         try:
             if not self._controls.known:
                 self._apply(self._controls.poll(store), now)

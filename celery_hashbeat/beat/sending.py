@@ -4,7 +4,7 @@ The scheduler (``scheduler``) decides what is due and claims it; this half sends
 slots go out as one batch on the publishing thread (``publishing``, through the batch path of
 ``bulk`` where the transport allows), their messages made before they were due (``ahead``); each
 slot then moves on by its outcome, and those that surely did not go out are given back to the
-store to be retried (DESIGN.md §5, §10). Triggers go out one by one, with their own task ids.
+store to be retried (docs/design.md §5, §10). Triggers go out one by one, with their own task ids.
 """
 
 from __future__ import annotations

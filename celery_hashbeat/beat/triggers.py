@@ -1,4 +1,4 @@
-"""Triggers (DESIGN.md §13): the runs an operator asked for now, as the leader sends them.
+"""Triggers (docs/design.md §13): the runs an operator asked for now, as the leader sends them.
 
 Plain functions over what the store handed over: which entries each trigger runs (every copy of
 an entry fanned out to workers, each with an id derived from the trigger's), and what became of
