@@ -1,11 +1,11 @@
-"""Balanced spread against pure hashing (DESIGN.md §16), side by side in one run.
+"""Balanced spread against pure hashing (docs/design.md §16), side by side in one run.
 
     python benchmarks/balance.py [--quick] [--changes N]
 
 For N entries of one expression (keys ``job-0`` ... ``job-<N-1>``) over minute slots
 (``H * * * *``), hour-of-day slots (``0 H * * *``) and second slots (``H * * * * *``), prints:
 
-* peak/mean for pure hashing (DESIGN.md §3) and for the balancer, and the bar,
+* peak/mean for pure hashing (docs/design.md §3) and for the balancer, and the bar,
   ceil(N / slots) + 1, that the balanced peak must stay within;
 * how many *other* entries change value when one entry is added or removed: the average over
   adds and removes together, each alone, and the worst seen;

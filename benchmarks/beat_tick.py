@@ -10,8 +10,9 @@ counter) and Redis is real (our store, RedBeat's schedule). For each size N it m
 - memory per entry: Python allocations of the scheduler (tracemalloc), the config excluded.
 
 A peer whose run would take many minutes is measured within a time budget (or at a smaller N) and
-extrapolated by its own cost model; such cells are marked with "~". DESIGN.md §7 sets the bars for
-celery_hashbeat at N = 100,000: startup 2 s, idle tick 100 us, 50 us per due entry, 1 KiB per entry.
+extrapolated by its own cost model; such cells are marked with "~". docs/design.md §7 sets the
+bars for celery_hashbeat at N = 100,000: startup 2 s, idle tick 100 us, 50 us per due entry,
+1 KiB per entry.
 
     python benchmarks/beat_tick.py [--sizes 100,1000,10000,100000] [--budget 10] [--redis-url URL]
                                    [--metrics] [--only-hashbeat] [--kinds crontab,hashcron,balanced]
@@ -90,7 +91,7 @@ class Kind:
 
 CRONTAB = Kind(crontab, range(60, 61))  # all due at the top of the minute
 HASHCRON = Kind(lambda: hashcron("H * * * * *"), range(1, 61))  # spread over the minute
-#: The same, dealt out evenly over the minute (DESIGN.md §16): one group of N entries.
+#: The same, dealt out evenly over the minute (docs/design.md §16): one group of N entries.
 BALANCED = Kind(lambda: hashcron("H * * * * *", balanced=True), range(1, 61))
 
 
@@ -319,7 +320,7 @@ def run(args: argparse.Namespace) -> None:
             f"{name} {'ok' if result[name] <= bar else 'OVER'} ({result[name]:.3g} vs {bar:g})"
             for name, bar in BARS.items()
         )
-        print(f"DESIGN §7 bars at N=100,000, {label}: {verdicts}")
+        print(f"docs/design.md §7 bars at N=100,000, {label}: {verdicts}")
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@
 
 Everything is real: a private redis-server (store and broker, or broker only for the SQLite
 store), beat subprocesses running ``tests/chaos/app.py``, and a kombu consumer recording every
-message. DESIGN.md §7's bars:
+message. docs/design.md §7's bars:
 
 - failover: SIGKILL of the leader -> a standby enqueues within lease TTL + 1 s; clean stop
   (SIGTERM) -> within 1 s. Measured from the signal to (a) the store naming a new leader (polled
@@ -261,7 +261,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"Failover: 3 beats, lease TTL {args.ttl:g} s (renewed every {args.ttl / 3:g} s, "
             f"standbys retry every {min(1.0, args.ttl / 3):g} s), catch_up=all; seconds from "
             f"the signal to the leader",
-            ["store", "fault", "measure", "n", "median", "p90", "max", "DESIGN §7 bar"],
+            ["store", "fault", "measure", "n", "median", "p90", "max", "docs/design.md §7 bar"],
             rows,
         )
     )
@@ -273,7 +273,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     rows = []
     started_in = []
-    # The bars: DESIGN.md §7's 5 ms, and issue 12's 10 ms for H * * * * * (about 167 slots due
+    # The bars: docs/design.md §7's 5 ms, and issue 12's 10 ms for H * * * * * (about 167 slots due
     # at each whole second, published together).
     spreads = (
         (f"spread-interval:{args.entries}", f"{args.entries:,} x hashinterval(60)", 5.0),

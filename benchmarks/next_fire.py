@@ -3,7 +3,7 @@
     python benchmarks/next_fire.py [--quick]
 
 Everything is parsed or constructed once, outside the timed loop; the loop times only the call
-that produces the next fire time (DESIGN.md §7 measures this side by side, in one run). How
+that produces the next fire time (docs/design.md §7 measures this side by side, in one run). How
 each peer is driven:
 
 * celery_hashbeat: ``expr.next(start)`` (and, for reference, ``expr.next_timestamp(ts)``).
@@ -241,7 +241,7 @@ def main() -> None:
     print()
     bar = all(means[name] >= 5 for name in ("cronsim", "celery"))
     print(
-        f"DESIGN §7 bar (>= 5x cronsim and celery, geometric mean): "
+        f"docs/design.md §7 bar (>= 5x cronsim and celery, geometric mean): "
         f"cronsim {means['cronsim']:.1f}x, celery {means['celery']:.1f}x -> "
         f"{'met' if bar else 'NOT met'}"
     )

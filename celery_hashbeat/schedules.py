@@ -97,12 +97,12 @@ class HashSchedule(BaseSchedule, abc.ABC):
 
 
 class hashcron(HashSchedule):  # noqa: N801 - named like Celery's crontab
-    """A cron expression whose ``H`` terms are drawn from the key (DESIGN.md §2-§3).
+    """A cron expression whose ``H`` terms are drawn from the key (docs/design.md §2-§3).
 
     ``tz`` (a zone name or tzinfo) defaults to the app's timezone; ``day_and=True`` asks a day to
     match both day fields, as Celery's crontab does. ``balanced=True`` (or the setting
     ``hashbeat_balance`` while ``balanced`` is None) lets celery_hashbeat.Scheduler choose the
-    hash terms so that entries of the same shape spread evenly (DESIGN.md §16).
+    hash terms so that entries of the same shape spread evenly (docs/design.md §16).
     """
 
     def __init__(

@@ -1,5 +1,6 @@
-"""The hashbeat_* settings (DESIGN.md §6), read with ``app.conf.get()`` and checked before anything
-connects, so a bad value stops beat at once with one message that names the setting and the fix.
+"""The hashbeat_* settings (docs/design.md §6), read with ``app.conf.get()`` and checked before
+anything connects, so a bad value stops beat at once with one message that names the setting and
+the fix.
 
 ``app.conf.get()`` also finds the Django spelling (``CELERY_HASHBEAT_STORE_URL``) when the app was
 configured with ``namespace="CELERY"``.
@@ -20,7 +21,7 @@ from celery.exceptions import ImproperlyConfigured
 CATCH_UP_MODES = ("latest", "all", "skip")
 
 #: What happens to a slot that falls due while the entry's previous run is queued or running
-#: (DESIGN.md §12); "allow" is Celery's own behaviour.
+#: (docs/design.md §12); "allow" is Celery's own behaviour.
 OVERLAP_MODES = ("allow", "skip", "buffer_one", "replace")
 
 #: Every setting the scheduler reads; any other ``hashbeat_*`` name is a typo worth a warning.
@@ -151,9 +152,9 @@ class Settings:
     running_ttl: float = DEFAULT_RUNNING_TTL
     #: How often the leader asks which workers are alive, for entries fanned out to "*".
     workers_refresh: float = DEFAULT_WORKERS_REFRESH
-    #: Whether hashcron entries without ``balanced=`` are balanced (DESIGN.md §16).
+    #: Whether hashcron entries without ``balanced=`` are balanced (docs/design.md §16).
     balance: bool = False
-    #: The port of /metrics, /livez, /readyz and /status (DESIGN.md §14); None serves nothing,
+    #: The port of /metrics, /livez, /readyz and /status (docs/design.md §14); None serves nothing,
     #: 0 any free port.
     http_port: int | None = None
     http_host: str = DEFAULT_HTTP_HOST

@@ -1,4 +1,4 @@
-"""Leadership (DESIGN.md §5): at most one beat holds the lease and enqueues.
+"""Leadership (docs/design.md §5): at most one beat holds the lease and enqueues.
 
 The lease is a state machine driven by the scheduler's ticks: a standby tries to acquire at least
 once a second, the leader renews every renewal period and steps down the moment a renewal fails,

@@ -1,4 +1,4 @@
-"""No run on top of a run, the beat's side (DESIGN.md §12).
+"""No run on top of a run, the beat's side (docs/design.md §12).
 
 A guarded entry's claim takes its run lease in the same store call (store/base.py RunGuard). When
 another run still holds it, the entry's ``overlap`` decides: ``skip`` fences the slot and sends

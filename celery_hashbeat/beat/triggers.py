@@ -1,4 +1,4 @@
-"""Triggers (DESIGN.md §13): the runs an operator asked for now, as the leader sends them.
+"""Triggers (docs/design.md §13): the runs an operator asked for now, as the leader sends them.
 
 The leader takes the waiting triggers from the store (under its lease) and sends each once
 (``Triggers``). Plain functions over what the store handed over say which entries each trigger

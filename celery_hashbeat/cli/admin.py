@@ -1,5 +1,5 @@
 """``hashbeat add/update/remove/pause/resume/trigger``: the schedule changed while the beats run
-(DESIGN.md §13), through ScheduleAdmin, so that the CLI checks exactly what Python callers get
+(docs/design.md §13), through ScheduleAdmin, so that the CLI checks exactly what Python callers get
 checked. Options arrive as text and are read here, so that every refusal is one line with the
 exit code AdminError gives (2: bad input, 3: no such entry), and nothing stored changes."""
 

@@ -1,5 +1,5 @@
 """``hashbeat entries``: every entry the beats plan, from beat_schedule and from the store
-(DESIGN.md §13), with what operators need before they change one: its schedule, whether it is
+(docs/design.md §13), with what operators need before they change one: its schedule, whether it is
 paused and why, its next slot and its last outcome. ``hashbeat show`` reuses these words."""
 
 from __future__ import annotations

@@ -131,8 +131,8 @@ PROBE_NODE = "celery@probe"
 
 @dataclass
 class Built:
-    """The app's entries as the Scheduler builds them (DESIGN.md §11: fanned-out entries as their
-    sub-entries), in name order."""
+    """The app's entries as the Scheduler builds them (docs/design.md §11: fanned-out entries as
+    their sub-entries), in name order."""
 
     entries: list[Entry] = field(default_factory=list)
     #: Entry -> the first line of its error, for each entry that cannot run.
@@ -144,7 +144,7 @@ class Built:
     idle: dict[str, Entry] = field(default_factory=dict)
     #: The entries with ``"workers": "*"``.
     every_worker: set[str] = field(default_factory=set)
-    #: Balanced entry -> the offsets of its hash terms (DESIGN.md §16).
+    #: Balanced entry -> the offsets of its hash terms (docs/design.md §16).
     balanced: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
 

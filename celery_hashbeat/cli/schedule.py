@@ -1,5 +1,6 @@
 """``hashbeat schedule``: every beat entry, what it resolves to, when it runs next, and what the
-store says it last enqueued; an entry fanned out to workers (DESIGN.md §11) as its sub-entries."""
+store says it last enqueued; an entry fanned out to workers (docs/design.md §11) as its
+sub-entries."""
 
 from __future__ import annotations
 
@@ -54,14 +55,14 @@ class Row:
     next_ms: int | None = None
     last_ms: int | None = None
     error: str | None = None
-    #: The overlap mode (DESIGN.md §12): "allow", "skip", "buffer_one" or "replace".
+    #: The overlap mode (docs/design.md §12): "allow", "skip", "buffer_one" or "replace".
     overlap: str = "-"
     #: For a sub-entry: the entry fanned out to workers, and the worker node of this copy.
     parent: str | None = None
     worker: str | None = None
     #: For a fanned-out entry with no sub-entry now: why, and what to do.
     idle: str | None = None
-    #: Whether the balancer chose its hash terms (DESIGN.md §16).
+    #: Whether the balancer chose its hash terms (docs/design.md §16).
     balanced: bool = False
 
 

@@ -1,5 +1,5 @@
-"""``hashbeat show NAME``: an entry (DESIGN.md §13: source, definition, pause, next slots) and
-what happened to its recent slots (DESIGN.md §14), end to end: sent (by which beat, how late),
+"""``hashbeat show NAME``: an entry (docs/design.md §13: source, definition, pause, next slots) and
+what happened to its recent slots (docs/design.md §14), end to end: sent (by which beat, how late),
 skipped and why, missed by a catch-up, and, from the workers, started, succeeded or failed (how
 long it ran). The words for an entry are shared with ``hashbeat entries``."""
 

@@ -127,7 +127,7 @@ def expression_sources(expression: str, keys: list[str], zone: tzinfo) -> tuple[
 
 
 def balanced_expression_sources(expression: str, keys: list[str], zone: tzinfo) -> Sources:
-    """One expression under many keys, balanced as one group (DESIGN.md §16)."""
+    """One expression under many keys, balanced as one group (docs/design.md §16)."""
     assigned = assign(keys, terms_of(expression))
     return _grouped(parse(expression, key, tz=zone, offsets=assigned[key]) for key in keys)
 
@@ -207,7 +207,7 @@ def spread(
     lowest value (H -> 0, H(a-b) -> a, H/n -> */n), which is what plain cron would do. It
     prints peak, mean and peak/mean for both, and a bar chart of each (full height is the
     larger peak). With --balanced (or an app that balances its entries) it shows pure hashing
-    and balanced hashing (DESIGN.md §16) side by side. --png needs matplotlib: pip install
+    and balanced hashing (docs/design.md §16) side by side. --png needs matplotlib: pip install
     'celery-hashbeat[plot]'.
 
     \b

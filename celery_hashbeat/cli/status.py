@@ -1,6 +1,6 @@
 """``hashbeat status``: who leads, which beats are alive, what was enqueued last, the workers
-the leader found alive, the runs now queued or running (DESIGN.md §11-12) and the entries paused
-by an operator (§13); ``--check`` turns it into a health probe."""
+the leader found alive, the runs now queued or running (docs/design.md §11-12) and the entries
+paused by an operator (§13); ``--check`` turns it into a health probe."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``ScheduleAdmin``: change the schedule while the beats run (DESIGN.md §13).
+"""``ScheduleAdmin``: change the schedule while the beats run (docs/design.md §13).
 
 Every change is checked as the beats would build it before anything is written, and written
 in one atomic store call; the leader applies it within a second. Config entries (those in

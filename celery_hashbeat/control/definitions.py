@@ -1,4 +1,4 @@
-"""Entries kept in the store, as JSON (DESIGN.md §13): schedules as data, never pickles.
+"""Entries kept in the store, as JSON (docs/design.md §13): schedules as data, never pickles.
 
 Only JSON is ever read back, and a task name and its options are data: nothing read from the
 store is imported or called. A definition is the ``beat_schedule`` dict users already write

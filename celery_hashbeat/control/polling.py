@@ -1,4 +1,5 @@
-"""The beat's side of the runtime controls (DESIGN.md §13): what operators changed in the store.
+"""The beat's side of the runtime controls (docs/design.md §13): what operators changed in
+the store.
 
 Every beat polls the store's change version (one small call every POLL_S) and reads only the
 names changed since; so every beat, standby or leader, knows the stored entries and the pauses

@@ -1,5 +1,5 @@
-"""Balanced spread in the beat (DESIGN.md §16): which entries are balanced, in which groups, and
-the schedules they run with.
+"""Balanced spread in the beat (docs/design.md §16): which entries are balanced, in which groups,
+and the schedules they run with.
 
 A ``hashcron`` entry is balanced when it says ``balanced=True``, or says nothing and the app sets
 ``hashbeat_balance = True``. Balanced entries compete with those of the same shape, zone and day

@@ -1,4 +1,4 @@
-"""An entry's bounds (DESIGN.md §13): ``start`` and ``end`` (aware datetimes) and ``max_runs``.
+"""An entry's bounds (docs/design.md §13): ``start`` and ``end`` (aware datetimes) and ``max_runs``.
 
 The time bounds wrap the entry's slots, so that every leader plans, catches up and ends the
 entry alike; ``max_runs`` is checked against the run count the store keeps beside the fence.

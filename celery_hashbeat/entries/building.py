@@ -47,7 +47,7 @@ KNOWN_KEYS = frozenset(
     }
 )
 
-#: The keys that bound an entry's slots (DESIGN.md §13).
+#: The keys that bound an entry's slots (docs/design.md §13).
 BOUNDS = frozenset({"start", "end", "max_runs"})
 
 #: The keys that set an entry's own catch-up and overlap policy instead of the settings'.

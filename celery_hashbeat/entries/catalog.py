@@ -1,6 +1,6 @@
 """The schedule's entries, as beat_schedule, the live workers and the balancer make them.
 
-A Catalog turns definitions into entries: fanned-out entries into their copies (DESIGN.md §11),
+A Catalog turns definitions into entries: fanned-out entries into their copies (docs/design.md §11),
 balanced hashcron entries placed by the balancer (§16), each built and checked; an entry that
 cannot run is logged by name and skipped, the others run. It knows nothing of the lease or the
 store: what becomes of a new entry is the caller's (``added``).
@@ -48,7 +48,7 @@ class Catalog:
         self._added = added
         #: The configuration's entries (beat_schedule and Celery's own), by name.
         self.configured: dict[str, Any] = {}
-        #: The entries kept in the store (DESIGN.md §13), by name; a name the configuration
+        #: The entries kept in the store (docs/design.md §13), by name; a name the configuration
         #: also has is the configuration's.
         self.stored: dict[str, Any] = {}
 

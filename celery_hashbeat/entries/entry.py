@@ -1,7 +1,7 @@
 """Schedule entries as the scheduler keeps them: small, slotted, and planned in UTC epoch ms.
 
 An entry knows the next slot it should fire and, while catching up, the missed slots it still
-owes; the catch-up policy (DESIGN.md §5) lives here, in ``advance``. Entries are built
+owes; the catch-up policy (docs/design.md §5) lives here, in ``advance``. Entries are built
 (building.py) from the ``beat_schedule`` dicts Celery users already write, plus the ``catch_up``
 and ``catch_up_window`` keys; a definition that cannot run raises EntryError, which names the
 entry.
@@ -115,7 +115,7 @@ class Entry(ScheduleEntry):
         self.window = window
         #: Names the schedule in the store's fence, so a changed schedule is recognised there.
         self.fingerprint = fingerprint
-        #: What a slot due while the previous run holds the run lease does (DESIGN.md §12).
+        #: What a slot due while the previous run holds the run lease does (docs/design.md §12).
         self.overlap = overlap
         #: The run lease's TTL (ms) for a guarded entry; 0 for "allow", which takes none.
         self.run_ttl_ms = run_ttl_ms
@@ -130,7 +130,7 @@ class Entry(ScheduleEntry):
         #: slots start (its anchor in the store, or when this beat built it).
         self.last_slot: int | None = created
         self.total_run_count = 0
-        #: Sends after which the entry is done (DESIGN.md §13), counted in the store.
+        #: Sends after which the entry is done (docs/design.md §13), counted in the store.
         self.max_runs: int | None = None
 
     @property
@@ -329,7 +329,7 @@ class Entry(ScheduleEntry):
         slot = self.slot
         if slot is not None and slot <= now and self.source.asks_is_due:
             # A schedule overriding is_due is asked at its slot, as Celery asks it at each
-            # tick: "not due" skips this slot (DESIGN.md §5's heap stays in charge).
+            # tick: "not due" skips this slot (docs/design.md §5's heap stays in charge).
             last = self.last_slot
             if not self.source.consents(slot, slot if last is None else min(last, slot)):
                 self.advance(slot, now)

@@ -1,9 +1,9 @@
-"""Per-worker fan-out (DESIGN.md §11): the worker's node name in the hash.
+"""Per-worker fan-out (docs/design.md §11): the worker's node name in the hash.
 
 An entry with ``"workers": [...]`` or ``"workers": "*"`` runs once per worker: it becomes one
 sub-entry per node, named and keyed ``"<entry>@<node>"`` (so a hashed schedule gives each worker
-its own slot, DESIGN.md §3) and published to that worker's direct queue only. ``"*"`` means every
-live worker: the leader asks Celery's remote control which workers answer, at most once per
+its own slot, docs/design.md §3) and published to that worker's direct queue only. ``"*"`` means
+every live worker: the leader asks Celery's remote control which workers answer, at most once per
 ``hashbeat_workers_refresh``, on a thread of its own, and keeps the answer in the store so that
 every beat fans out alike.
 """

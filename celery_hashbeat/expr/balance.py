@@ -1,8 +1,8 @@
-"""Balanced spread (DESIGN.md §16): hash-term values for a set of keys that share a shape, so
+"""Balanced spread (docs/design.md §16): hash-term values for a set of keys that share a shape, so
 that no slot holds more than ceil(N / slots) + 1 of them.
 
 Pure hashing throws N keys at S slots like dice. Here every key still starts from its hashed
-value (DESIGN.md §3), and only the keys a crowded slot cannot hold move:
+value (docs/design.md §3), and only the keys a crowded slot cannot hold move:
 
 1. The *capacity* of slot s is ``N // S + 1``, one more if ``s < 2 * (N % S)`` (``capacities``).
 2. Each key asks for slots in turn: its hashed slot (attempt 0), then its own probe sequence
@@ -36,7 +36,7 @@ from celery_hashbeat.expr.grammar import Template, parse_template
 from celery_hashbeat.expr.seeding import Key, draw, drawn, key_bytes, term_bytes
 
 #: The seed field of the balancer's own draws (priority and probes); part of the contract of
-#: balanced values, as DESIGN.md §3's field names are of hashed ones.
+#: balanced values, as docs/design.md §3's field names are of hashed ones.
 BALANCE_FIELD = "balance"
 
 #: Random probes before an overflowing key scans the slots in order.
@@ -154,7 +154,7 @@ def capacities(count: int, slots: int, *, tight: bool = False) -> list[int]:
 
 
 def _draws(encoded: list[bytes], term: Term) -> list[int]:
-    """``draw`` (DESIGN.md §3) of one term for many keys, given their bytes: the suffix is
+    """``draw`` (docs/design.md §3) of one term for many keys, given their bytes: the suffix is
     built once, not once per key."""
     suffix = term_bytes(term.seed, term.occurrence)
     return [drawn(key + suffix) for key in encoded]

@@ -29,7 +29,7 @@ class Field(enum.Enum):
 
     @property
     def seed_name(self) -> str:
-        """The name hashed into seeds (DESIGN.md §3): "day_of_month"."""
+        """The name hashed into seeds (docs/design.md §3): "day_of_month"."""
         return _SEED_NAMES[self]
 
     @property

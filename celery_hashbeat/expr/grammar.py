@@ -1,4 +1,4 @@
-"""Text to a template: the grammar of DESIGN.md §2, with errors that point at the fault.
+"""Text to a template: the grammar of docs/design.md §2, with errors that point at the fault.
 
 Each field is a comma list of terms. Plain terms become values at once; hash terms are kept as
 descriptions, so that the same text read for a hundred thousand keys is parsed once and only its

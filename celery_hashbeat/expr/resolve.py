@@ -1,4 +1,4 @@
-"""A template and a key to plain values: the hash draws of DESIGN.md §3, made per key.
+"""A template and a key to plain values: the hash draws of docs/design.md §3, made per key.
 
 A Resolver is made once per expression text and does everything that does not depend on the key
 up front, so resolving a key is its hash draws and a lookup. Results are interned by their
@@ -148,7 +148,7 @@ def _field_text(parts: tuple[str | HashTerm, ...], terms: list[range]) -> str:
 
 
 def _draw(term: HashTerm, material: bytes) -> range:
-    """DESIGN.md §3: ``H`` and ``H(a-b)`` draw a value, ``H/n`` and ``H(a-b)/n`` a start
+    """docs/design.md §3: ``H`` and ``H(a-b)`` draw a value, ``H/n`` and ``H(a-b)/n`` a start
     (``material``: the key's bytes, then the term's)."""
     if term.step:
         first = term.low + drawn(material) % term.step

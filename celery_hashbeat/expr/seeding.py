@@ -1,4 +1,4 @@
-"""The stability contract (DESIGN.md §3): a hash term's value is a pure function of
+"""The stability contract (docs/design.md §3): a hash term's value is a pure function of
 (key, field, occurrence). Changing anything here moves every user's schedule."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Two layers. ``WallClock`` searches naive local ("wall") time, as seconds since 1970-01-01 00:00
 of the wall calendar, with table lookups per field and bit scans per month. ``Timing`` maps wall
-times to instants with DESIGN.md §2's DST rule:
+times to instants with docs/design.md §2's DST rule:
 
 - a fixed-time job maps each matching wall time to its first instant; a wall time in a
   spring-forward gap maps to the end of the gap. That map never decreases, so the answer is the

@@ -1,4 +1,4 @@
-"""The beat's Prometheus metrics (DESIGN.md §14), in a registry of its own.
+"""The beat's Prometheus metrics (docs/design.md §14), in a registry of its own.
 
 Each scheduler has its own registry, so two schedulers in one process (tests, an embedded beat)
 never collide, and /metrics shows this beat's numbers only. Per-entry counters carry an ``entry``

@@ -1,4 +1,4 @@
-"""What the beat tells about itself (DESIGN.md §14): history, metrics and health, in one place.
+"""What the beat tells about itself (docs/design.md §14): history, metrics and health, in one place.
 
 The scheduler calls a Watch at the points where something happens (a slot sent, skipped or
 missed, a store call failed or answered, the lease changed hands, a tick began); the Watch turns

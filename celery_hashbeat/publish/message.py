@@ -1,7 +1,7 @@
 """The message of a slot: its task id, its headers, and how it goes out through Celery.
 
 A slot's task carries the id ``uuid5(NAMESPACE, "<entry>|<slot ms>")`` and the headers
-``hashbeat_entry`` and ``hashbeat_slot`` (DESIGN.md §5), so downstream code can recognise it
+``hashbeat_entry`` and ``hashbeat_slot`` (docs/design.md §5), so downstream code can recognise it
 whichever beat sent it; everything else is as Celery's own scheduler would send it.
 """
 
@@ -44,7 +44,8 @@ def slot_headers(entry: Entry, when: str, trigger: bool = False) -> dict[str, An
         "hashbeat_trigger" if trigger else "hashbeat_slot": when,
     }
     if entry.run_ttl_ms:
-        # The worker that runs it keeps the entry's run lease alive for as long (DESIGN.md §12).
+        # The worker that runs it keeps the entry's run lease alive for as long
+        # (docs/design.md §12).
         headers["hashbeat_run_ttl"] = entry.run_ttl_ms / 1000
     return headers
 

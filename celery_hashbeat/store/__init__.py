@@ -1,4 +1,4 @@
-"""Where the beats meet: the coordination protocol (DESIGN.md §5) and its two stores."""
+"""Where the beats meet: the coordination protocol (docs/design.md §5) and its two stores."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The coordination protocol every store implements (DESIGN.md §5).
+"""The coordination protocol every store implements (docs/design.md §5).
 
 The store holds everything the beats share: the leader lease, the last slot claimed per entry
 (the fence, which also says who claimed it and for which schedule), and a heartbeat per beat. It
@@ -22,8 +22,8 @@ one, a give-back takes it back, ``forget`` drops it, an anchor keeps it; it live
 value (a hash of its own in Redis, a column in SQLite), so fences of every release still parse and
 a release that does not know the count leaves it alone.
 
-Two more things live beside the fences (DESIGN.md §11-12): an entry's *run lease*, the id of the
-task now queued or running for it, with a TTL (taken by a guarded claim, then kept alive and
+Two more things live beside the fences (docs/design.md §11-12): an entry's *run lease*, the id of
+the task now queued or running for it, with a TTL (taken by a guarded claim, then kept alive and
 released by the worker that runs the task, owner-checked by task id), and the *roster*, the
 worker nodes the leader last found alive, so that every beat fans entries out alike.
 """
@@ -92,7 +92,7 @@ class Fence:
 
 @dataclass(frozen=True)
 class RunGuard:
-    """What a guarded claim asks for (DESIGN.md §12): the run lease for ``task_id`` for
+    """What a guarded claim asks for (docs/design.md §12): the run lease for ``task_id`` for
     ``ttl_ms``, and what to do if another task holds it: ``skip`` (claim the slot and leave the
     lease), ``buffer_one`` (claim nothing, so the slot can be claimed once the lease is free) or
     ``replace`` (claim the slot and take the lease over)."""

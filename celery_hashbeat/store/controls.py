@@ -1,4 +1,4 @@
-"""What operators change while the beats run (DESIGN.md §13): stored entries, pauses, triggers.
+"""What operators change while the beats run (docs/design.md §13): stored entries, pauses, triggers.
 
 The store keeps three things for the runtime controls, all opaque text to it (JSON written and
 read by ``celery_hashbeat.control.definitions``), none of them lease-checked on the way in, since an

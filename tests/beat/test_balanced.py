@@ -1,4 +1,4 @@
-"""Balanced spread in the scheduler (DESIGN.md §16): in-process beats on the real Redis."""
+"""Balanced spread in the scheduler (docs/design.md §16): in-process beats on the real Redis."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def minutes(beat: object, prefix: str = "report-") -> dict[str, int]:
 
 
 def by_hand(key: str, field: str = "minute", count: int = 60) -> int:
-    """DESIGN.md §3, computed here on its own."""
+    """docs/design.md §3, computed here on its own."""
     digest = hashlib.sha256(f"{key}\x1f{field}\x1f0".encode()).digest()
     return int.from_bytes(digest[:8], "big") % count
 

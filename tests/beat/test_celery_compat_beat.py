@@ -1,6 +1,7 @@
 """Issue 8, items 8 and 9, with real ``celery beat`` processes: a beat answers SIGTERM while
 its broker is unreachable, and a plain interval keeps its cadence across a restart made before
-its first run. Both were fixed by the hardening work (DESIGN.md §10); these tests keep them so."""
+its first run. Both were fixed by the hardening work (docs/design.md §10); these tests keep
+them so."""
 
 from __future__ import annotations
 

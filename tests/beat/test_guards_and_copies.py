@@ -1,4 +1,4 @@
-"""The beat's side of overlap guards and per-worker copies (DESIGN.md §11-12): in-process
+"""The beat's side of overlap guards and per-worker copies (docs/design.md §11-12): in-process
 schedulers against the real Redis (store and broker) on a clock the tests move. The run lease is
 held and released here through the store, as a worker would; tests/worker runs real workers."""
 

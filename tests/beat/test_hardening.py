@@ -1,4 +1,4 @@
-"""The promises of DESIGN.md §10 that one process shows: in-process schedulers against the real
+"""The promises of docs/design.md §10 that one process shows: in-process schedulers against the real
 Redis (store and broker) on a clock the tests move. The multi-process faults (signals, a broker
 behind a fault proxy) are in tests/chaos."""
 

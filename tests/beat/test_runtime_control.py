@@ -1,5 +1,5 @@
-"""Changing the schedule while beats run (DESIGN.md §13), in-process: ScheduleAdmin writes to the
-real Redis store, schedulers on a clock the test moves read it. Only the clock and the poll
+"""Changing the schedule while beats run (docs/design.md §13), in-process: ScheduleAdmin writes to
+the real Redis store, schedulers on a clock the test moves read it. Only the clock and the poll
 interval are not real (the interval is 10 ms, and the helpers wait it out, so that every round of
 ticks reads the controls)."""
 

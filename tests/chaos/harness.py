@@ -31,7 +31,7 @@ AMBIGUOUS = re.compile(r"beat: (\S+) slot (\S+) may or may not have reached the 
 
 APP = "tests.chaos.app"
 
-#: Task ids are uuid5 of "<entry>|<slot ms>" in this namespace (DESIGN.md §5); written out here
+#: Task ids are uuid5 of "<entry>|<slot ms>" in this namespace (docs/design.md §5); written out here
 #: rather than imported, so the test notices if the scheduler's constant ever moves.
 TASK_ID_NAMESPACE = uuid.UUID("46f53fda-c94e-4ed5-bf27-9d8b09c0a1e3")
 
@@ -87,8 +87,8 @@ def problems(
     - every slot is one of the entry's slots;
     - with ``catch_up_all``, none of the entry's slots missing between its first and last recorded
       one. ``wipes`` (epoch seconds) are moments the store lost its memory (a restarted Redis
-      without persistence): an entry then starts afresh (DESIGN.md §5: a new entry waits for its
-      next slot), so each store lifetime is checked on its own;
+      without persistence): an entry then starts afresh (docs/design.md §5: a new entry waits for
+      its next slot), so each store lifetime is checked on its own;
     - if the beats ran ``until`` (epoch seconds), every entry enqueued and kept going to the end:
       its next slot after the last recorded one was not due a second before then;
     - every fence left in the store (``fences``, entry -> last claimed slot) was enqueued: a slot
@@ -375,7 +375,7 @@ class Cluster:
         are too dense for that within 1.5 s, until the moment furthest from them).
 
         SIGKILL between a claim and its publish loses the claimed slots: at-most-once by design
-        (DESIGN.md §5). The scenarios test failover, so they strike between ticks; a clean stop
+        (docs/design.md §5). The scenarios test failover, so they strike between ticks; a clean stop
         in mid-dispatch has a test of its own. After an outage the leader sends what it owes
         whatever the schedule says, so first wait until every fenced slot has arrived.
         """

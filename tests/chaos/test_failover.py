@@ -25,12 +25,12 @@ pytestmark = pytest.mark.slow
 
 #: The lease, short so that each failover takes seconds.
 TTL = 3.0
-#: DESIGN.md §7: after SIGKILL a standby enqueues within TTL + 1 s, after a clean stop within 1 s.
-#: The tests allow this much more, for a loaded machine.
+#: docs/design.md §7: after SIGKILL a standby enqueues within TTL + 1 s, after a clean stop
+#: within 1 s. The tests allow this much more, for a loaded machine.
 SLACK = 3.0
 KILL_BOUND = TTL + 1 + SLACK
 STOP_BOUND = 1 + SLACK
-#: A beat must answer SIGTERM promptly (DESIGN.md §5).
+#: A beat must answer SIGTERM promptly (docs/design.md §5).
 EXIT_BOUND = 5.0
 
 MakeCluster = Callable[..., Cluster]

@@ -22,7 +22,7 @@ from tests.support.redis_server import RedisProcess
 pytestmark = pytest.mark.slow
 
 TTL = 3.0
-#: DESIGN.md §10 wants a stop answered within 1 s; this much for a loaded machine.
+#: docs/design.md §10 wants a stop answered within 1 s; this much for a loaded machine.
 STOP_BOUND = 2.0
 #: How long a test waits on a stopped beat before calling it stuck (then it is reaped).
 STUCK = STOP_BOUND + 4.0

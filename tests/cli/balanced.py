@@ -1,5 +1,5 @@
 """An app whose sixty hourly reports are balanced (hashbeat_balance), for the command line
-tests of DESIGN.md §16; the store comes from the environment, as in tests.cli.proj."""
+tests of docs/design.md §16; the store comes from the environment, as in tests.cli.proj."""
 
 from __future__ import annotations
 

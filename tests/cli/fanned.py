@@ -1,4 +1,4 @@
-"""A Celery app whose entries run on workers (DESIGN.md §11-12), for the command line tests:
+"""A Celery app whose entries run on workers (docs/design.md §11-12), for the command line tests:
 one on every live worker, one on two named workers, and one that must not overlap its runs.
 
 HASHBEAT_TEST_STORE_URL and HASHBEAT_TEST_PREFIX name the store, as for tests.cli.proj.

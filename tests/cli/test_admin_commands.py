@@ -1,7 +1,7 @@
-"""``hashbeat add/update/remove/pause/resume/trigger/entries/show`` (DESIGN.md §13) as an operator
-runs them, in real processes, against a real Redis store and an SQLite one: what each command
-prints, what it leaves in the store, and that every refusal is one line, with its exit code,
-that changes nothing stored."""
+"""``hashbeat add/update/remove/pause/resume/trigger/entries/show`` (docs/design.md §13) as an
+operator runs them, in real processes, against a real Redis store and an SQLite one: what each
+command prints, what it leaves in the store, and that every refusal is one line, with its exit
+code, that changes nothing stored."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""``hashbeat spread --balanced`` and ``hashbeat explain`` for balanced entries (DESIGN.md §16),
-run as real commands. Pure values are computed here from sha256 as DESIGN.md §3 defines them;
-which keys the balancer moves comes from the engine (tests/expr/test_balance.py checks it)."""
+"""``hashbeat spread --balanced`` and ``hashbeat explain`` for balanced entries (docs/design.md
+§16), run as real commands. Pure values are computed here from sha256 as docs/design.md §3 defines
+them; which keys the balancer moves comes from the engine (tests/expr/test_balance.py checks it)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """``hashbeat schedule``, ``status``, ``explain`` and ``spread`` for entries that run on workers
-(DESIGN.md §11) or guard their runs (§12), run as real commands against the app
+(docs/design.md §11) or guard their runs (§12), run as real commands against the app
 tests.cli.fanned, with the roster and the run leases written into the test's store.
 
-Expected hash values are computed here from sha256 as DESIGN.md §3 defines them, never by the
+Expected hash values are computed here from sha256 as docs/design.md §3 defines them, never by the
 code under test.
 """
 
@@ -28,7 +28,7 @@ WEB = ["celery@web-1", "celery@web-2"]
 
 
 def seeded(key: str, field: str) -> int:
-    """DESIGN.md §3's ``u`` for the first hash term of ``field`` seeded by ``key``."""
+    """docs/design.md §3's ``u`` for the first hash term of ``field`` seeded by ``key``."""
     digest = hashlib.sha256(key.encode() + b"\x1f" + field.encode() + b"\x1f0").digest()
     return int.from_bytes(digest[:8], "big")
 
@@ -164,7 +164,8 @@ def test_status_shows_the_roster_and_the_run_leases(run: Run, store: Store) -> N
 
 
 def test_explain_a_sub_entry_key(run: Run) -> None:
-    """A sub-entry's key holds two "@"; it seeds every field as any other key (DESIGN.md §3)."""
+    """A sub-entry's key holds two "@"; it seeds every field as any other key does
+    (docs/design.md §3)."""
     key = "refresh@celery@web-1"
     second, minute_, hour = seeded(key, "second") % 60, minute(key), seeded(key, "hour") % 24
     args = ["H H H * * *", "--key", key, "--after", "2026-06-01", "-n", "2", "--json"]

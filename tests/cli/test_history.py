@@ -1,5 +1,5 @@
-"""``hashbeat show NAME`` and the per-entry lines of ``hashbeat status`` (DESIGN.md §14), read from
-histories written to the store as the beat and the workers write them."""
+"""``hashbeat show NAME`` and the per-entry lines of ``hashbeat status`` (docs/design.md §14), read
+from histories written to the store as the beat and the workers write them."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """``hashbeat status`` lists the entries an operator paused, with why and since when, and the
-triggers waiting for a leader (DESIGN.md §13), as ScheduleAdmin writes them to the store."""
+triggers waiting for a leader (docs/design.md §13), as ScheduleAdmin writes them to the store."""
 
 from __future__ import annotations
 

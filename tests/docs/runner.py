@@ -318,7 +318,7 @@ def check_app(app: Celery, workdir: Path) -> None:
 
 def expected_entries(schedule: Mapping[str, Any]) -> set[str]:
     """The entries the Scheduler should hold for ``schedule``: an entry with ``"workers"`` as
-    its copies, one per listed worker (DESIGN.md §11); a ``"*"`` entry has none until a leader
+    its copies, one per listed worker (docs/design.md §11); a ``"*"`` entry has none until a leader
     takes a census of live workers, which no example does."""
     expected: set[str] = set()
     for name, definition in schedule.items():

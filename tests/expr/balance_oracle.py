@@ -1,4 +1,4 @@
-"""DESIGN.md §16's balanced assignment, written out plainly from docs/seeding.md ("Balanced
+"""docs/design.md §16's balanced assignment, written out plainly from docs/seeding.md ("Balanced
 spread") without looking at the engine: textbook Gale-Shapley in rounds (every key without a
 slot asks its next one at once; each slot sorts what it holds and what it is asked, and keeps
 the first), preference lists spelled out in full, draws from ``oracle.hash_u``.

@@ -1,4 +1,4 @@
-"""A brute-force reading of DESIGN.md §2 and §3, written without looking at the engine.
+"""A brute-force reading of docs/design.md §2 and §3, written without looking at the engine.
 
 It is deliberately slow and literal: it resolves hash terms with its own SHA-256 code, parses
 the expression into plain value sets, and decides whether one *real instant* fires by looking at

@@ -1,8 +1,8 @@
 """Hypothesis strategies for the engine's properties: valid expressions of every §2 form, keys,
 zones and start instants aimed at DST changes and year ends.
 
-The expression generator only emits expressions that can fire (DESIGN.md rejects the others at
-parse time); the rules that keep it so are spelled out where they apply.
+The expression generator only emits expressions that can fire (the engine rejects the others at
+parse time, docs/design.md §2); the rules that keep it so are spelled out where they apply.
 """
 
 from __future__ import annotations

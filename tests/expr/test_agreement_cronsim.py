@@ -1,5 +1,5 @@
-"""Agreement with cronsim on plain expressions, where DESIGN.md §2 says our semantics are its own
-(Vixie/Debian day rule, Debian's DST rule for fixed-time jobs, real instants otherwise).
+"""Agreement with cronsim on plain expressions, where docs/design.md §2 says our semantics are its
+own (Vixie/Debian day rule, Debian's DST rule for fixed-time jobs, real instants otherwise).
 
 Where cronsim is known to differ from §2, the case is left out here and covered by the oracle
 instead; each exclusion says why:

@@ -1,7 +1,7 @@
-"""Balanced spread (DESIGN.md §16), as properties over sets of keys: the assignment depends on
+"""Balanced spread (docs/design.md §16), as properties over sets of keys: the assignment depends on
 the set alone, no slot holds more than ceil(N / slots) + 1, one change moves few others, and
 nothing moves without a change. The pure values it starts from are checked against sha256 per
-DESIGN.md §3, computed here on their own, and whole assignments against ``balance_oracle``."""
+docs/design.md §3, computed here on their own, and whole assignments against ``balance_oracle``."""
 
 from __future__ import annotations
 

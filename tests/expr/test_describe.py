@@ -1,4 +1,4 @@
-"""describe(): one English sentence a user can check a schedule against (DESIGN.md §4).
+"""describe(): one English sentence a user can check a schedule against (docs/design.md §4).
 
 The wording is the engine's to choose; these tests pin what any faithful sentence must carry:
 the time of day, the named days and months, the special days, and different sentences for

@@ -1,5 +1,5 @@
 """next/prev/matches/iter against the brute-force oracle, over generated expressions, keys and
-zones, starting near DST changes and year ends (DESIGN.md §2 and §4).
+zones, starting near DST changes and year ends (docs/design.md §2 and §4).
 
 The oracle searches a bounded window; when it finds nothing there, the engine's answer must lie
 beyond the window, which still checks that nothing was skipped.

@@ -1,5 +1,5 @@
 """Every bad expression is one CronSyntaxError that names the field and points at the fault
-(DESIGN.md §2 "Errors"); valid neighbours of bad expressions still parse."""
+(docs/design.md §2 "Errors"); valid neighbours of bad expressions still parse."""
 
 from __future__ import annotations
 
@@ -163,7 +163,7 @@ def test_error_names_field_and_points_at_the_fault(bad: Bad) -> None:
     ],
 )
 def test_exact_messages(text: str, message: str | None) -> None:
-    """DESIGN.md's own example, word for word, and its obvious siblings."""
+    """docs/design.md's own example, word for word, and its obvious siblings."""
     with pytest.raises(CronSyntaxError) as info:
         parse(text)
     if message is None:

@@ -7,7 +7,7 @@
    it disagrees with ``PINNED``. Either way a moved schedule cannot pass unnoticed.
 
 Hash terms that resolve to one value must appear in ``str(expr)`` as that number with the rest of
-the text unchanged (DESIGN's own example: ``"37 14 * * *"``). Terms with several values (``H/n``)
+the text unchanged (as in ``"37 14 * * *"``, docs/design.md §4). Terms with several values (``H/n``)
 may be spelled in any plain way, so those are compared by the value sets they denote.
 """
 

@@ -1,5 +1,5 @@
-"""The beat's HTTP endpoints (DESIGN.md §14) on real ``celery beat`` processes, called from this
-process as Prometheus and the kubelet call them. Each test runs its own redis-server."""
+"""The beat's HTTP endpoints (docs/design.md §14) on real ``celery beat`` processes, called from
+this process as Prometheus and the kubelet call them. Each test runs its own redis-server."""
 
 from __future__ import annotations
 
@@ -74,7 +74,7 @@ def test_metrics_count_sends_and_the_leader_gauge_follows_a_failover(
     assert status["role"] == "leader" and status["leader"] == status["token"]
     assert status["entries"] == 5 and status["store"]["ready"] is True
 
-    leader.process.terminate()  # a clean stop hands over within a second (DESIGN.md §7)
+    leader.process.terminate()  # a clean stop hands over within a second (docs/design.md §7)
     assert wait_until(lambda: standby.metrics().get("hashbeat_leader") == 1.0, 5, 0.1)
     took_over = standby.metrics()
     assert took_over["hashbeat_leader_changes_total"] == 1.0

@@ -1,5 +1,5 @@
-"""Entry histories (DESIGN.md §14), against both stores: capped, newest first, and carried by the
-calls the beat makes anyway (claim and renew) whether or not it holds the lease."""
+"""Entry histories (docs/design.md §14), against both stores: capped, newest first, and carried by
+the calls the beat makes anyway (claim and renew) whether or not it holds the lease."""
 
 from __future__ import annotations
 

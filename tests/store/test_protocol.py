@@ -1,4 +1,4 @@
-"""The coordination protocol (DESIGN.md §5), one suite run against every store."""
+"""The coordination protocol (docs/design.md §5), one suite run against every store."""
 
 from __future__ import annotations
 

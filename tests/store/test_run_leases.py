@@ -1,4 +1,4 @@
-"""Run leases, the worker roster and shared documents (DESIGN.md §11-12, §16), against both
+"""Run leases, the worker roster and shared documents (docs/design.md §11-12, §16), against both
 stores."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The worker's node name in the hash (DESIGN.md §3, §11), with real workers and real beats.
+"""The worker's node name in the hash (docs/design.md §3, §11), with real workers and real beats.
 
 Two beats share a private redis-server (broker and store) with real prefork workers started with
 distinct ``-n`` names and ``worker_direct=True``. "fan-all" (``"workers": "*"``) and "fan-listed"
@@ -30,7 +30,7 @@ PERIOD = 3
 
 
 def expected_second(key: str) -> int:
-    """The first second of ``H/3`` in the seconds field for ``key``, by DESIGN.md §3."""
+    """The first second of ``H/3`` in the seconds field for ``key``, by docs/design.md §3."""
     digest = hashlib.sha256(key.encode() + b"\x1fsecond\x1f0").digest()
     return int.from_bytes(digest[:8], "big") % PERIOD
 

@@ -1,4 +1,4 @@
-"""The worker's side of the history (DESIGN.md §14): a real prefork worker adds started and
+"""The worker's side of the history (docs/design.md §14): a real prefork worker adds started and
 succeeded or failed, with the run time, to the history the beat began with sent."""
 
 from __future__ import annotations

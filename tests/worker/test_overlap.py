@@ -1,4 +1,4 @@
-"""No run on top of a run (DESIGN.md §12), with real prefork workers and a real beat.
+"""No run on top of a run (docs/design.md §12), with real prefork workers and a real beat.
 
 One scenario runs every overlap mode side by side: each entry is due every 2 s, the long ones run
 5 s. The tasks record their own starts and ends in Redis (tests/worker/app.py), so every check

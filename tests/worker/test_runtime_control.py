@@ -1,4 +1,4 @@
-"""Changing the schedule while real beats run (DESIGN.md §13): two ``celery beat`` processes, a
+"""Changing the schedule while real beats run (docs/design.md §13): two ``celery beat`` processes, a
 real worker, and one private redis-server as broker and store. An operator, through the
 ``hashbeat`` command (a subprocess), adds an entry, pauses and resumes it, triggers it, kills the
 leading beat, updates the entry's expression and removes it; the tasks' own record
@@ -30,7 +30,7 @@ W1 = "w1@hashbeat-test"
 
 
 def hashed_second(key: str, step: int) -> int:
-    """The first second of ``H/<step>`` in the seconds field for ``key``, by DESIGN.md §3."""
+    """The first second of ``H/<step>`` in the seconds field for ``key``, by docs/design.md §3."""
     digest = hashlib.sha256(key.encode() + b"\x1fsecond\x1f0").digest()
     return int.from_bytes(digest[:8], "big") % step
 

@@ -12,7 +12,7 @@ may touch them together (a script that builds a key from a declared key's prefix
   server's clock;
 - ``{p}:running:<entry>``: the entry's run lease, the task id, with the run TTL as its expiry;
 - ``{p}:roster``: ``<resolved ms>|<JSON list of worker nodes>``;
-- ``{p}:balance``: the leader's balanced assignment, JSON (DESIGN.md §16);
+- ``{p}:balance``: the leader's balanced assignment, JSON (docs/design.md §16);
 - ``{p}:history:<entry>``: a list, the entry's newest outcomes first, trimmed to HISTORY_CAP;
 - the runtime controls' keys (store/redis_controls.py).
 
@@ -262,7 +262,7 @@ class RedisStore(RedisControls, Store):
         ]
         if claimed and acked < wanted:
             # Not published: to the caller this is a claim whose reply was lost; retried, the
-            # claim is recognised as its own and waited for again (DESIGN.md §10).
+            # claim is recognised as its own and waited for again (docs/design.md §10).
             raise StoreUnavailable(
                 f"Redis store {self.url}: a claim of {len(claimed)} slot(s) reached {acked} "
                 f"replica(s) within {self._replication.timeout_ms} ms, not the {wanted} that "
