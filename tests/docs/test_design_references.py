@@ -6,11 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import pytest
-
-from . import test_docs
-from .markdown import anchors, links
-from .runner import ROOT, DocRun
+from .runner import ROOT
 
 DESIGN = ROOT / "docs" / "design.md"
 #: Where the code, the tests, the benchmarks and the docs cite sections.
@@ -93,18 +89,3 @@ def test_the_citation_pattern_catches_mistakes() -> None:
     assert OUTSIDE.search("DESIGN" + " §7 bars")
     assert OUTSIDE.search("DESIGN" + "'s own example")
     assert not OUTSIDE.search("docs/design.md §5")
-
-
-@pytest.mark.skipif("design" in test_docs.PAGES, reason="test_docs.py runs the page already")
-def test_design_notes_examples_and_links(tmp_path: Path) -> None:
-    """Until docs/design.md joins test_docs.PAGES: its examples run and its links resolve."""
-    run = DocRun(DESIGN, tmp_path).run()
-    assert not run.failures, "\n\n".join(run.failures)
-    assert run.counts.get("doctest"), "the notes check their claims with doctests"
-    broken = []
-    for line, target in links(DESIGN):
-        file_part, _, fragment = target.partition("#")
-        linked = (DESIGN.parent / file_part).resolve() if file_part else DESIGN
-        if not linked.exists() or (fragment and fragment not in anchors(linked)):
-            broken.append(f"design.md:{line}: {target}")
-    assert not broken, "\n".join(broken)
