@@ -25,6 +25,7 @@ from typing import Any, NamedTuple, cast
 from celery.schedules import crontab, schedule, solar
 
 from celery_hashbeat.entries.building import KNOWN_KEYS
+from celery_hashbeat.errors import HashbeatError
 from celery_hashbeat.schedules import hashcron, hashinterval
 
 CRONTAB_FIELDS = ("minute", "hour", "day_of_week", "day_of_month", "month_of_year")
@@ -53,7 +54,7 @@ OPTION_TYPES: dict[str, tuple[type, ...]] = {
 NAME_MAX = 200
 
 
-class DefinitionError(ValueError):
+class DefinitionError(ValueError, HashbeatError):
     """A definition that cannot be stored or read back; the message names the entry, the
     field and what to do."""
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from celery_hashbeat.errors import HashbeatError
 
-class CronSyntaxError(ValueError):
+
+class CronSyntaxError(ValueError, HashbeatError):
     """A malformed or impossible expression.
 
     The message names the field and the offending text, then shows the expression with a caret
@@ -38,6 +40,6 @@ class CronSyntaxError(ValueError):
         return f"{self.message}\n  {shown}\n  {caret}"
 
 
-class NoFireTimeError(LookupError):
+class NoFireTimeError(LookupError, HashbeatError):
     """No fire time exists in the asked direction (the calendar's end, or a time zone whose
     transitions swallow every matching wall time)."""
