@@ -36,7 +36,8 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from celery_hashbeat.store.controls import Controls
+from celery_hashbeat.errors import HashbeatError
+from celery_hashbeat.store.controls import ControlRecords
 
 logger = logging.getLogger("celery_hashbeat.store")
 
@@ -47,7 +48,7 @@ HISTORY_CAP = 100
 History = Sequence[tuple[str, str]]
 
 
-class StoreError(Exception):
+class StoreError(HashbeatError):
     """The store could not answer; nothing was changed that the caller must undo."""
 
 
@@ -59,7 +60,7 @@ class StoreAuthError(StoreError):
     """The store refused the credentials: retrying will not help until the settings change."""
 
 
-class StoreConfigError(ValueError):
+class StoreConfigError(ValueError, HashbeatError):
     """The store URL or options are malformed; the message names the setting and the fix."""
 
 
@@ -150,12 +151,6 @@ class BeatInfo:
     schedule_digest: str = ""
 
 
-def parse_fence(value: str) -> Fence | None:
-    """A stored fence value (see the module's docstring), or None if it does not parse."""
-    parsed = parse_stored(value)
-    return None if parsed is None else parsed[0]
-
-
 def parse_stored(value: str) -> tuple[Fence, str] | None:
     """A stored fence value and the ``previous`` a give-back restores, or None if it does not
     parse. The one Python reading of the format; the Redis scripts' ``parse`` mirrors it, so a
@@ -175,7 +170,7 @@ def _digits(text: str) -> bool:
     return text.isascii() and text.isdigit()
 
 
-class Store(Controls, abc.ABC):
+class Store(ControlRecords, abc.ABC):
     """One protocol, two implementations: Redis for HA, SQLite for one host. The runtime
     controls (stored entries, pauses, triggers) are its half in store/controls.py."""
 

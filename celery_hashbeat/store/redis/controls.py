@@ -18,7 +18,7 @@ from typing import Any
 import redis
 from redis.commands.core import Script
 
-from celery_hashbeat.store.controls import DEFINITION, PAUSE, Changes, Controls, check_values
+from celery_hashbeat.store.controls import DEFINITION, PAUSE, Changes, ControlRecords, check_values
 
 # Under one step: checks that a definition is (or is not) stored when asked to, sets or deletes
 # the definition and the pause record, raises the version and marks the name with it; returns
@@ -88,7 +88,7 @@ return 1
 """
 
 
-class RedisControls(Controls):
+class RedisControlRecords(ControlRecords):
     """The controls half of RedisStore, which supplies the client, the lease key and the error
     translation."""
 

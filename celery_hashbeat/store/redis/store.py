@@ -54,7 +54,7 @@ from celery_hashbeat.store.options import (
     mask_url,
 )
 from celery_hashbeat.store.redis.connect import _connect
-from celery_hashbeat.store.redis.controls import RedisControls
+from celery_hashbeat.store.redis.controls import RedisControlRecords
 from celery_hashbeat.store.redis.scripts import (
     ANCHOR_SCRIPT,
     CLAIM_SCRIPT,
@@ -99,7 +99,7 @@ CLUSTER_AUTH_WORDING = (
 )
 
 
-class RedisStore(RedisControls, Store):
+class RedisStore(RedisControlRecords, Store):
     """The coordination protocol on Redis.
 
     Options, in the URL's query or as keywords (keywords win): ``socket_timeout`` and

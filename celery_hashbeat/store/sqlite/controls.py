@@ -12,7 +12,7 @@ import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 
-from celery_hashbeat.store.controls import DEFINITION, PAUSE, Changes, Controls, check_values
+from celery_hashbeat.store.controls import DEFINITION, PAUSE, Changes, ControlRecords, check_values
 
 CONTROL_SCHEMA = (
     "CREATE TABLE IF NOT EXISTS hashbeat_controls (prefix TEXT NOT NULL, name TEXT NOT NULL,"
@@ -26,7 +26,7 @@ CONTROL_SCHEMA = (
 )
 
 
-class SQLiteControls(Controls):
+class SQLiteControlRecords(ControlRecords):
     """The controls half of SQLiteStore, which supplies the transactions and the lease check."""
 
     _prefix: str

@@ -44,7 +44,7 @@ from celery_hashbeat.store.options import (
     check_ttl,
     config_error,
 )
-from celery_hashbeat.store.sqlite.controls import CONTROL_SCHEMA, SQLiteControls
+from celery_hashbeat.store.sqlite.controls import CONTROL_SCHEMA, SQLiteControlRecords
 
 # expires_ms is on the monotonic clock of the boot named by boot (see the module's docstring).
 SCHEMA = (
@@ -119,7 +119,7 @@ def _busy(exc: sqlite3.Error) -> bool:
     return "locked" in str(exc) or "busy" in str(exc)
 
 
-class SQLiteStore(SQLiteControls, Store):
+class SQLiteStore(SQLiteControlRecords, Store):
     """The coordination protocol in a SQLite file (WAL mode, so readers never wait for a writer).
 
     Options, in the URL's query or as keywords: ``timeout``, the seconds to wait for another
