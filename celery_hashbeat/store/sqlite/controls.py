@@ -27,11 +27,18 @@ CONTROL_SCHEMA = (
 
 
 class SQLiteControlRecords(ControlRecords):
-    """The controls half of SQLiteStore, which supplies the transactions and the lease check."""
+    """The runtime controls of one prefix in SQLite; SQLiteStore hands its control calls here,
+    with its transactions (``tx``) and its lease check (``holds``)."""
 
-    _prefix: str
-    _tx: Callable[..., AbstractContextManager[sqlite3.Connection]]
-    _holds: Callable[[sqlite3.Connection, str], bool]
+    def __init__(
+        self,
+        prefix: str,
+        tx: Callable[..., AbstractContextManager[sqlite3.Connection]],
+        holds: Callable[[sqlite3.Connection, str], bool],
+    ) -> None:
+        self._prefix = prefix
+        self._tx = tx
+        self._holds = holds
 
     def _version_of(self, db: sqlite3.Connection) -> int:
         row = db.execute(

@@ -119,7 +119,7 @@ def _busy(exc: sqlite3.Error) -> bool:
     return "locked" in str(exc) or "busy" in str(exc)
 
 
-class SQLiteStore(SQLiteControlRecords, Store):
+class SQLiteStore(Store):
     """The coordination protocol in a SQLite file (WAL mode, so readers never wait for a writer).
 
     Options, in the URL's query or as keywords: ``timeout``, the seconds to wait for another
@@ -131,8 +131,8 @@ class SQLiteStore(SQLiteControlRecords, Store):
     """
 
     def __init__(self, url: str, prefix: str = "hashbeat", **options: object) -> None:
-        self.url = url
         self._prefix = check_prefix(prefix)
+        super().__init__(url, SQLiteControlRecords(self._prefix, self._tx, self._holds))
         self.path = _path(url)
         opts = Options(url, url.partition("?")[2], options, ("timeout", "transport_options"))
         self._timeout = opts.seconds("timeout", DEFAULT_TIMEOUT_S)
