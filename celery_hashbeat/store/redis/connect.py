@@ -136,7 +136,9 @@ class Connection:
         return Script(self._encoder, text)
 
     def run(self, script: Script, keys: list[str], args: list[str | int]) -> Any:
-        return script(keys=keys, args=args, client=self.client)
+        """Run a script through ``client``, its errors in the protocol's words."""
+        with self.talking():
+            return script(keys=keys, args=args, client=self.client)
 
     @contextmanager
     def talking(self) -> Iterator[None]:

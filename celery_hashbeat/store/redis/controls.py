@@ -23,7 +23,7 @@ class RedisControlRecords(ControlRecords):
     """The runtime controls of one prefix on Redis; RedisStore hands its control calls here."""
 
     def __init__(self, connection: Connection, keys: Keys) -> None:
-        self._connection = connection
+        self._redis = connection
         self._keys = keys
         self._edit = connection.script(EDIT_CONTROLS_SCRIPT)
         self._read_changes = connection.script(READ_CHANGES_SCRIPT)
@@ -43,8 +43,7 @@ class RedisControlRecords(ControlRecords):
                 value = values[kind]
                 args += ["del", ""] if value is None else ["set", value]
         keys = [self._keys.version, self._keys.changes, self._keys.defs, self._keys.paused]
-        with self._connection.talking():
-            version = int(self._connection.run(self._edit, keys, args))
+        version = int(self._redis.run(self._edit, keys, args))
         return None if version < 0 else version
 
     def changes(self, since: int) -> Changes:
@@ -55,8 +54,7 @@ class RedisControlRecords(ControlRecords):
             self._keys.paused,
             self._keys.triggers,
         ]
-        with self._connection.talking():
-            reply = self._connection.run(self._read_changes, keys, [since])
+        reply = self._redis.run(self._read_changes, keys, [since])
         version, full, waiting = (int(value) for value in reply[:3])
         records = {
             name: (definition or None, pause or None)
@@ -65,37 +63,28 @@ class RedisControlRecords(ControlRecords):
         return Changes(version, records, bool(full), waiting)
 
     def controls_of(self, name: str) -> tuple[str | None, str | None]:
-        with self._connection.talking():
-            pipe = self._connection.client.pipeline(transaction=False)
+        with self._redis.talking():
+            pipe = self._redis.client.pipeline(transaction=False)
             definition, pause = (
                 pipe.hget(self._keys.defs, name).hget(self._keys.paused, name).execute()
             )
         return definition, pause
 
     def ask(self, trigger: str) -> int:
-        with self._connection.talking():
-            return int(
-                self._connection.run(
-                    self._ask, [self._keys.version, self._keys.triggers], [trigger]
-                )
-            )
+        return int(self._redis.run(self._ask, [self._keys.version, self._keys.triggers], [trigger]))
 
     def triggers(self) -> list[str]:
-        with self._connection.talking():
-            return list(self._connection.client.lrange(self._keys.triggers, 0, -1))
+        with self._redis.talking():
+            return list(self._redis.client.lrange(self._keys.triggers, 0, -1))
 
     def take_triggers(self, token: str) -> list[str]:
-        with self._connection.talking():
-            return list(
-                self._connection.run(self._take, [self._keys.leader, self._keys.triggers], [token])
-            )
+        return list(self._redis.run(self._take, [self._keys.leader, self._keys.triggers], [token]))
 
     def give_back_triggers(self, token: str, triggers: Sequence[str]) -> bool:
         if not triggers:
             return True
         keys = [self._keys.leader, self._keys.triggers, self._keys.version]
-        with self._connection.talking():
-            return bool(self._connection.run(self._give_back, keys, [token, *triggers]))
+        return bool(self._redis.run(self._give_back, keys, [token, *triggers]))
 
 
 def _triples(flat: list[str]) -> Iterator[tuple[str, str, str]]:

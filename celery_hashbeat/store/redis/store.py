@@ -78,9 +78,9 @@ class RedisStore(Store):
     def __init__(self, url: str, prefix: str = "hashbeat", **options: object) -> None:
         check_prefix(prefix)
         self._keys = Keys(prefix)
-        self._connection = connect(url, options, self._keys.leader)
-        super().__init__(self._connection.url, RedisControlRecords(self._connection, self._keys))
-        script = self._connection.script
+        self._redis = connect(url, options, self._keys.leader)
+        super().__init__(self._redis.url, RedisControlRecords(self._redis, self._keys))
+        script = self._redis.script
         self._renew = script(RENEW_SCRIPT)
         self._release = script(RELEASE_SCRIPT)
         self._claim = script(CLAIM_SCRIPT)
@@ -97,30 +97,24 @@ class RedisStore(Store):
     def acquire(self, token: str, ttl_ms: int) -> bool:
         check_ttl(ttl_ms)
         check_token(token)
-        with self._connection.talking():
-            if self._connection.client.set(self._keys.leader, token, nx=True, px=ttl_ms):
+        with self._redis.talking():
+            if self._redis.client.set(self._keys.leader, token, nx=True, px=ttl_ms):
                 return True
-            return bool(self._connection.client.get(self._keys.leader) == token)
+            return bool(self._redis.client.get(self._keys.leader) == token)
 
     def renew(self, token: str, ttl_ms: int, history: History = ()) -> bool:
         check_ttl(ttl_ms)
         args: list[str | int] = [token, ttl_ms, HISTORY_CAP, *_flat(history)]
-        with self._connection.talking():
-            return bool(
-                self._connection.run(
-                    self._renew, [self._keys.leader, self._keys.history_prefix], args
-                )
-            )
+        return bool(
+            self._redis.run(self._renew, [self._keys.leader, self._keys.history_prefix], args)
+        )
 
     def release(self, token: str) -> bool:
-        with self._connection.talking():
-            return bool(
-                self._connection.run(self._release, [self._keys.leader, self._keys.beats], [token])
-            )
+        return bool(self._redis.run(self._release, [self._keys.leader, self._keys.beats], [token]))
 
     def leader(self) -> LeaseInfo | None:
-        with self._connection.talking():
-            pipe = self._connection.node().pipeline(transaction=True)
+        with self._redis.talking():
+            pipe = self._redis.node().pipeline(transaction=True)
             token, ttl_left = pipe.get(self._keys.leader).pttl(self._keys.leader).execute()
         return None if token is None or ttl_left < 0 else LeaseInfo(token, ttl_left)
 
@@ -158,18 +152,18 @@ class RedisStore(Store):
             self._keys.history_prefix,
             self._keys.runs,
         ]
-        replication = self._connection.replication
+        replication = self._redis.replication
         wanted = replication.replicas
-        with self._connection.talking():
+        with self._redis.talking():
             if wanted:
                 # WAIT counts the replicas holding this connection's writes, so it goes down the
                 # same connection as the claim, right behind it.
-                pipe = self._connection.node().pipeline(transaction=False)
+                pipe = self._redis.node().pipeline(transaction=False)
                 self._claim(keys=keys, args=args, client=pipe)
                 pipe.execute_command("WAIT", wanted, replication.timeout_ms)  # type: ignore[no-untyped-call]
                 answered, acked = pipe.execute()
             else:
-                answered, acked = self._connection.run(self._claim, keys, args), 0
+                answered, acked = self._redis.run(self._claim, keys, args), 0
         if answered == 0:
             return Claimed()  # the lease is not the caller's: nothing claimed
         answers = dict(zip(answered[::2], answered[1::2], strict=True))
@@ -200,9 +194,8 @@ class RedisStore(Store):
         args: list[str | int] = [token]
         for entry, slot in slots.items():
             args += (entry, int(slot), runs.get(entry, ""))
-        with self._connection.talking():
-            keys = [self._keys.leader, self._keys.fired, self._keys.running_prefix, self._keys.runs]
-            return set(self._connection.run(self._unclaim, keys, args))
+        keys = [self._keys.leader, self._keys.fired, self._keys.running_prefix, self._keys.runs]
+        return set(self._redis.run(self._unclaim, keys, args))
 
     def anchor(self, token: str, anchors: Mapping[str, tuple[int, str]]) -> dict[str, Fence]:
         if not anchors:
@@ -210,22 +203,21 @@ class RedisStore(Store):
         args: list[str | int] = [token]
         for entry, (instant, fingerprint) in anchors.items():
             args += (entry, int(instant), fingerprint)
-        with self._connection.talking():
-            flat = self._connection.run(self._anchor, [self._keys.leader, self._keys.fired], args)
+        flat = self._redis.run(self._anchor, [self._keys.leader, self._keys.fired], args)
         pairs = iter(flat)
         return self._parse_fences(zip(pairs, pairs, strict=True))
 
     def fences(self, entries: Iterable[str] | None = None) -> dict[str, Fence]:
-        with self._connection.talking():
+        with self._redis.talking():
             if entries is None:
-                pipe = self._connection.node().pipeline()
+                pipe = self._redis.node().pipeline()
                 stored: dict[str, str]
                 stored, counted = pipe.hgetall(self._keys.fired).hgetall(self._keys.runs).execute()
             else:
                 names = list(entries)
                 if not names:
                     return {}
-                pipe = self._connection.node().pipeline()
+                pipe = self._redis.node().pipeline()
                 values, runs = (
                     pipe.hmget(self._keys.fired, names).hmget(self._keys.runs, names).execute()
                 )
@@ -240,18 +232,13 @@ class RedisStore(Store):
 
     def forget(self, token: str, entries: Iterable[str]) -> bool:
         names = list(entries)
-        with (
-            self._connection.talking()
-        ):  # even with nothing to drop: the answer says if the lease is held
-            keys = [self._keys.leader, self._keys.fired, self._keys.runs]
-            return bool(self._connection.run(self._forget, keys, [token, *names]))
+        # Run even with nothing to drop: the answer says whether the lease is held.
+        keys = [self._keys.leader, self._keys.fired, self._keys.runs]
+        return bool(self._redis.run(self._forget, keys, [token, *names]))
 
     def hold_run(self, entry: str, task_id: str, ttl_ms: int) -> bool:
         check_ttl(ttl_ms)
-        with self._connection.talking():
-            return bool(
-                self._connection.run(self._hold_run, [self._keys.running(entry)], [task_id, ttl_ms])
-            )
+        return bool(self._redis.run(self._hold_run, [self._keys.running(entry)], [task_id, ttl_ms]))
 
     def renew_runs(self, runs: Mapping[str, str], ttl_ms: int) -> set[str]:
         check_ttl(ttl_ms)
@@ -260,20 +247,15 @@ class RedisStore(Store):
         args: list[str | int] = [ttl_ms]
         for entry, task_id in runs.items():
             args += (entry, task_id)
-        with self._connection.talking():
-            return set(self._connection.run(self._renew_runs, [self._keys.running_prefix], args))
+        return set(self._redis.run(self._renew_runs, [self._keys.running_prefix], args))
 
     def release_run(self, entry: str, task_id: str) -> bool:
-        with self._connection.talking():
-            return bool(
-                self._connection.run(self._release_run, [self._keys.running(entry)], [task_id])
-            )
+        return bool(self._redis.run(self._release_run, [self._keys.running(entry)], [task_id]))
 
     def running(self, entries: Iterable[str] | None = None) -> dict[str, str]:
-        with self._connection.talking():
-            node = (
-                self._connection.node()
-            )  # every run lease is in the one slot: no cluster-wide scan
+        with self._redis.talking():
+            # Every run lease is in the one slot: no cluster-wide scan.
+            node = self._redis.node()
             if entries is None:
                 keys = list(
                     node.scan_iter(match=_glob(self._keys.running_prefix) + "*", count=1000)
@@ -286,43 +268,37 @@ class RedisStore(Store):
         return {name: value for name, value in zip(names, values, strict=True) if value is not None}
 
     def shared(self, name: str) -> str | None:
-        with self._connection.talking():
-            value: str | None = self._connection.client.get(self._keys.shared(name))
+        with self._redis.talking():
+            value: str | None = self._redis.client.get(self._keys.shared(name))
         return value
 
     def share(self, token: str, name: str, value: str) -> bool:
-        with self._connection.talking():
-            return bool(
-                self._connection.run(
-                    self._share, [self._keys.leader, self._keys.shared(name)], [token, value]
-                )
+        return bool(
+            self._redis.run(
+                self._share, [self._keys.leader, self._keys.shared(name)], [token, value]
             )
+        )
 
     def record(self, history: History) -> None:
         if not history:
             return
-        with self._connection.talking():
-            self._connection.run(
-                self._record, [self._keys.history_prefix], [HISTORY_CAP, *_flat(history)]
-            )
+        self._redis.run(self._record, [self._keys.history_prefix], [HISTORY_CAP, *_flat(history)])
 
     def history(self, entry: str, limit: int = HISTORY_CAP) -> list[str]:
         if limit <= 0:
             return []
-        with self._connection.talking():
-            return list(self._connection.client.lrange(self._keys.history(entry), 0, limit - 1))
+        with self._redis.talking():
+            return list(self._redis.client.lrange(self._keys.history(entry), 0, limit - 1))
 
     def heartbeat(self, token: str, role: str, ttl_ms: int, schedule_digest: str = "") -> None:
         check_ttl(ttl_ms)
         check_digest(schedule_digest)
-        with self._connection.talking():
-            self._connection.run(
-                self._heartbeat, [self._keys.beats], [token, role, ttl_ms, schedule_digest]
-            )
+        args: list[str | int] = [token, role, ttl_ms, schedule_digest]
+        self._redis.run(self._heartbeat, [self._keys.beats], args)
 
     def beats(self) -> list[BeatInfo]:
-        with self._connection.talking():
-            pipe = self._connection.node().pipeline(transaction=True)
+        with self._redis.talking():
+            pipe = self._redis.node().pipeline(transaction=True)
             (seconds, micros), stored = pipe.time().hgetall(self._keys.beats).execute()
         now = seconds * 1000 + micros // 1000
         seen = []
@@ -335,11 +311,11 @@ class RedisStore(Store):
         return sorted(seen, key=lambda beat: (-beat.last_seen_ms, beat.token))
 
     def ping(self) -> None:
-        with self._connection.talking():
-            self._connection.node().ping()
+        with self._redis.talking():
+            self._redis.node().ping()
 
     def close(self) -> None:
-        self._connection.close()
+        self._redis.close()
 
 
 def _flat(history: History) -> list[str]:
