@@ -11,7 +11,7 @@ from celery_hashbeat.store.base import (
     StoreError,
     StoreUnavailable,
 )
-from celery_hashbeat.store.options import config_error
+from celery_hashbeat.store.options import config_error, mask_url
 from celery_hashbeat.store.redis.connect import SCHEMES as REDIS_SCHEMES
 from celery_hashbeat.store.redis.store import RedisStore
 from celery_hashbeat.store.sqlite.store import SQLiteStore
@@ -26,6 +26,7 @@ __all__ = [
     "StoreConfigError",
     "StoreError",
     "StoreUnavailable",
+    "mask_url",
     "open_store",
 ]
 

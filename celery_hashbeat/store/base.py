@@ -36,7 +36,8 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from celery_hashbeat.store.controls import Controls
+from celery_hashbeat.errors import HashbeatError
+from celery_hashbeat.store.controls import Changes, ControlRecords
 
 logger = logging.getLogger("celery_hashbeat.store")
 
@@ -47,7 +48,7 @@ HISTORY_CAP = 100
 History = Sequence[tuple[str, str]]
 
 
-class StoreError(Exception):
+class StoreError(HashbeatError):
     """The store could not answer; nothing was changed that the caller must undo."""
 
 
@@ -59,7 +60,7 @@ class StoreAuthError(StoreError):
     """The store refused the credentials: retrying will not help until the settings change."""
 
 
-class StoreConfigError(ValueError):
+class StoreConfigError(ValueError, HashbeatError):
     """The store URL or options are malformed; the message names the setting and the fix."""
 
 
@@ -150,12 +151,6 @@ class BeatInfo:
     schedule_digest: str = ""
 
 
-def parse_fence(value: str) -> Fence | None:
-    """A stored fence value (see the module's docstring), or None if it does not parse."""
-    parsed = parse_stored(value)
-    return None if parsed is None else parsed[0]
-
-
 def parse_stored(value: str) -> tuple[Fence, str] | None:
     """A stored fence value and the ``previous`` a give-back restores, or None if it does not
     parse. The one Python reading of the format; the Redis scripts' ``parse`` mirrors it, so a
@@ -175,11 +170,43 @@ def _digits(text: str) -> bool:
     return text.isascii() and text.isdigit()
 
 
-class Store(Controls, abc.ABC):
-    """One protocol, two implementations: Redis for HA, SQLite for one host. The runtime
-    controls (stored entries, pauses, triggers) are its half in store/controls.py."""
+class Store(ControlRecords, abc.ABC):
+    """One protocol, two implementations: Redis for HA, SQLite for one host.
 
-    url: str  # the store's URL with any password masked: safe to log
+    The runtime controls (stored entries, pauses, triggers, store/controls.py) are each store's
+    ControlRecords object, given here; the ControlRecords methods below hand over to it, so that
+    callers keep one object to talk to.
+    """
+
+    def __init__(self, url: str, records: ControlRecords) -> None:
+        #: The store's URL with any password masked: safe to log.
+        self.url = url
+        self._records = records
+        #: The (entry, value) pairs already logged as unreadable, so each is logged once.
+        self._unreadable: set[tuple[str, str]] = set()
+
+    def edit(
+        self, name: str, values: Mapping[str, str | None], require: bool | None = None
+    ) -> int | None:
+        return self._records.edit(name, values, require)
+
+    def changes(self, since: int) -> Changes:
+        return self._records.changes(since)
+
+    def controls_of(self, name: str) -> tuple[str | None, str | None]:
+        return self._records.controls_of(name)
+
+    def ask(self, trigger: str) -> int:
+        return self._records.ask(trigger)
+
+    def triggers(self) -> list[str]:
+        return self._records.triggers()
+
+    def take_triggers(self, token: str) -> list[str]:
+        return self._records.take_triggers(token)
+
+    def give_back_triggers(self, token: str, triggers: Sequence[str]) -> bool:
+        return self._records.give_back_triggers(token, triggers)
 
     def _parse_fences(
         self, stored: Iterable[tuple[str, str]], counts: Mapping[str, int] | None = None
@@ -202,9 +229,8 @@ class Store(Controls, abc.ABC):
                     parsed = Fence(fence.slot, fence.token, fence.fingerprint, count), parsed[1]
                 fences[entry] = parsed
                 continue
-            warned: set[tuple[str, str]] = self.__dict__.setdefault("_unreadable", set())
-            if (entry, value) not in warned:
-                warned.add((entry, value))
+            if (entry, value) not in self._unreadable:
+                self._unreadable.add((entry, value))
                 logger.warning(
                     "store %s: the fence of entry %r is %r, which is not a fence; skipping it "
                     "(the entry is treated as never sent, and its next claim overwrites it)",

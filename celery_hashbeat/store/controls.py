@@ -38,7 +38,7 @@ class Changes:
     triggers: int
 
 
-class Controls(abc.ABC):
+class ControlRecords(abc.ABC):
     """The runtime-control half of the store protocol."""
 
     @abc.abstractmethod

@@ -14,7 +14,7 @@ import pytest
 
 from celery_hashbeat.store import SQLiteStore, StoreConfigError, StoreUnavailable, open_store
 from celery_hashbeat.store.base import Fence
-from celery_hashbeat.store.sqlite import store as sqlite_store
+from celery_hashbeat.store.sqlite import clock, schema
 
 LONG = 60_000
 
@@ -239,13 +239,13 @@ def test_a_lease_from_another_boot_or_too_far_ahead_has_lapsed(tmp_path: Path) -
         db.commit()
 
     try:
-        lease(sqlite_store.BOOT, LONG, LONG)
+        lease(clock.BOOT, LONG, LONG)
         holder = store.leader()
         assert holder is not None
         assert holder.token == "ghost"
         lease("a boot before this one", LONG, LONG)
         assert store.leader() is None
-        lease(sqlite_store.BOOT, LONG, 1_000)  # set with 1 s to live, yet a minute ahead
+        lease(clock.BOOT, LONG, 1_000)  # set with 1 s to live, yet a minute ahead
         assert store.leader() is None
         assert store.acquire("a", LONG)
     finally:
@@ -290,8 +290,8 @@ def test_a_file_of_release_0_1_is_upgraded_in_place(tmp_path: Path) -> None:
         store.close()
     db = sqlite3.connect(path)
     try:
-        assert db.execute("PRAGMA user_version").fetchone() == (sqlite_store.SCHEMA_VERSION,)
-        assert sqlite_store.SCHEMA_VERSION > 1
+        assert db.execute("PRAGMA user_version").fetchone() == (schema.SCHEMA_VERSION,)
+        assert schema.SCHEMA_VERSION > 1
     finally:
         db.close()
 

@@ -1,14 +1,16 @@
-"""From ``hashbeat_store_url`` and its options to a redis-py client: plain, TLS, Sentinel, Cluster.
+"""From ``hashbeat_store_url`` and its options to a connection: plain, TLS, Sentinel, Cluster.
 
 Every check of the URL and the options is made here, up front, so that a wrong setting fails when
 the store is built and names what to fix; the connection itself is made on first use. RedisStore
-(store/redis.py) takes what ``_connect`` returns and speaks the protocol over it.
+(store/redis/store.py) takes the Connection that ``connect`` returns and speaks the protocol over
+it.
 """
 
 from __future__ import annotations
 
 import ssl
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -16,10 +18,13 @@ from urllib.parse import unquote, urlsplit
 import redis
 from redis.backoff import NoBackoff
 from redis.cluster import ClusterNode, RedisCluster
+from redis.commands.core import Script
+from redis.exceptions import RedisClusterException
 from redis.retry import Retry
 from redis.sentinel import Sentinel
 
-from celery_hashbeat.store.options import DEFAULT_TIMEOUT_S, Options, config_error
+from celery_hashbeat.store.options import DEFAULT_TIMEOUT_S, Options, config_error, mask_url
+from celery_hashbeat.store.redis.errors import SLOTS_MOVED_REPLIES, translate
 
 SCHEMES = {
     "redis": 6379,
@@ -60,26 +65,105 @@ class Replication:
         self.timeout_ms = timeout_ms
 
 
-class Connected:
-    """What ``_connect`` made: a client, or for a cluster how to make one on first use (redis-py's
-    cluster client connects as it is built); the Sentinel if any; the password, to keep out of
-    messages; and the replication each claim needs."""
+class Connection:
+    """The store's one way to Redis: the client every command goes through, the one server that
+    holds every key, the scripts, and redis-py's errors in the protocol's words.
+
+    Made by ``connect``, which checks the URL; nothing connects until the first command.
+    """
 
     def __init__(
         self,
+        url: str,
         client: redis.Redis[str] | Callable[[], RedisCluster[str]],
         sentinel: Sentinel | None,
         secret: str | None,
         replication: Replication,
+        home_key: str,
     ) -> None:
-        self.client = client
-        self.sentinel = sentinel
-        self.secret = secret
+        #: The URL with any password masked: safe to log.
+        self.url = mask_url(url)
+        #: What ``min_replicas`` asks of each claim.
         self.replication = replication
+        self._sentinel = sentinel
+        #: The password, kept out of every message.
+        self._secret = secret
+        #: A key of the prefix: its hash tag's cluster slot holds every key.
+        self._home_key = home_key
+        self._plain: redis.Redis[str] | None = None
+        # redis-py's cluster client connects as it is built, so it is made on first use.
+        self._make_cluster: Callable[[], RedisCluster[str]] | None = None
+        if isinstance(client, redis.Redis):
+            self._plain = client
+        else:
+            self._make_cluster = client
+        self._cluster: RedisCluster[str] | None = None
+        #: The cluster's slot map may be out of date (a node failed or a slot moved).
+        self._stale = False
+        # A client that never connects, only to encode the scripts; each call names its client.
+        self._encoder: redis.Redis[str] = redis.Redis(decode_responses=True)
+
+    @property
+    def client(self) -> Any:
+        """The client every plain command goes through: redis-py's Redis (plain or Sentinel's
+        master) or RedisCluster, made on first use."""
+        if self._plain is not None:
+            return self._plain
+        if self._cluster is None:
+            assert self._make_cluster is not None
+            self._cluster = self._make_cluster()
+        return self._cluster
+
+    def node(self) -> redis.Redis[str]:
+        """A client of the one server that holds every key: the master itself, or the cluster
+        node that serves the hash tag's slot. Commands that must share one connection (a
+        pipeline, a claim and its WAIT) or that have no key of their own (TIME) go here."""
+        if self._plain is not None:
+            return self._plain
+        cluster: RedisCluster[str] = self.client
+        if self._stale:
+            self._stale = False
+            cluster.nodes_manager.initialize()
+        node = cluster.get_node_from_key(self._home_key)
+        if node is None:
+            raise RedisClusterException(f"no node serves the slot of {self._home_key}")
+        client: redis.Redis[str] = cluster.get_redis_connection(node)
+        return client
+
+    def script(self, text: str) -> Script:
+        """A script of store/redis/scripts.py, run by EVALSHA (loaded again if the server lost
+        it)."""
+        return Script(self._encoder, text)
+
+    def run(self, script: Script, keys: list[str], args: list[str | int]) -> Any:
+        """Run a script through ``client``, its errors in the protocol's words."""
+        with self.talking():
+            return script(keys=keys, args=args, client=self.client)
+
+    @contextmanager
+    def talking(self) -> Iterator[None]:
+        """Turn redis-py's errors into the protocol's, worded for whoever reads the log."""
+        try:
+            yield
+        except (redis.RedisError, RedisClusterException) as exc:
+            moved = str(exc).startswith(SLOTS_MOVED_REPLIES)
+            if self._plain is None and (moved or not isinstance(exc, redis.ResponseError)):
+                self._stale = True
+            raise translate(exc, self.url, self._secret, self._plain is None) from exc
+
+    def close(self) -> None:
+        if self._plain is not None:
+            self._plain.close()
+            self._plain.connection_pool.disconnect()
+        if self._cluster is not None:
+            self._cluster.close()
+        for sentinel in self._sentinel.sentinels if self._sentinel else ():
+            sentinel.close()
 
 
-def _connect(url: str, given: Mapping[str, object]) -> Connected:
-    """Check everything about the URL and options up front; connect lazily, on first use."""
+def connect(url: str, given: Mapping[str, object], home_key: str) -> Connection:
+    """Check everything about the URL and options up front; connect lazily, on first use.
+    ``home_key`` is any key of the store's prefix (see Connection)."""
     try:
         parts = urlsplit(url)
     except ValueError as exc:
@@ -135,17 +219,18 @@ def _connect(url: str, given: Mapping[str, object]) -> Connected:
         def make_cluster() -> RedisCluster[str]:
             return RedisCluster(startup_nodes=nodes, retry=no_retry, **kwargs)
 
-        return Connected(make_cluster, None, secret, replication)
+        return Connection(url, make_cluster, None, secret, replication, home_key)
     kwargs.update(db=int(db), retry=no_retry)
     if not sentinel:
         client = redis.Redis(host=hosts[0][0], port=hosts[0][1], **kwargs)
-        return Connected(client, None, secret, replication)
+        return Connection(url, client, None, secret, replication, home_key)
     if master is None:
         raise config_error(url, "Sentinel needs a master name", "add ?master_name=mymaster")
     sentinels = Sentinel(
         hosts, sentinel_kwargs={**sockets, "retry": no_retry, **opts.mapping("sentinel_kwargs")}
     )
-    return Connected(sentinels.master_for(master, **kwargs), sentinels, secret, replication)
+    master_client = sentinels.master_for(master, **kwargs)
+    return Connection(url, master_client, sentinels, secret, replication, home_key)
 
 
 def _replication(opts: Options, socket_timeout: float) -> Replication:

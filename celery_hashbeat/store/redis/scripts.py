@@ -1,12 +1,22 @@
-"""The Lua scripts of the Redis store (store/redis.py), one named constant each.
+"""Every Lua script of the Redis store, one named constant each, each with its header.
 
 Every change that takes more than one step (check the lease, then write) is one script, so that
-Redis runs it whole and no other client sees it half done; the comment above each says what it
-guarantees. They are text only: RedisStore registers and runs them.
+Redis runs it whole and no other client sees it half done. Above each script, its header says:
+
+- KEYS: each key it is given (store/redis/keys.py spells them; a key "prefix" is one the script
+  completes with an entry's name, which keeps it in the prefix's cluster slot);
+- ARGV: each argument, with its unit;
+- Returns: the reply's shape and meaning;
+- Guarantee: what holds however many beats, workers and operators run it at once.
+
+Times are milliseconds. ``{p}`` is the hash tag of the store's prefix. The two helpers at the top
+are Lua functions that scripts put before their own text. The scripts are text only: the store
+registers them (Connection.script) and Redis runs them by their SHA.
 """
 
-# Appends (entry, record) pairs taken from ARGV[first..] to the entries' history lists and trims
-# each to the cap, so a history never grows past it; shared by the scripts that carry history.
+# Helper, put before the scripts that carry history: record(prefix, cap, first, last) appends the
+# (entry, record) pairs ARGV[first..last] to the lists prefix .. entry, each trimmed to its newest
+# cap records.
 RECORD_HISTORY = """
 local function record(prefix, cap, first, last)
   for i = first, last, 2 do
@@ -16,7 +26,13 @@ local function record(prefix, cap, first, last)
 end
 """
 
-# Records history (ARGV[1] the cap, ARGV[2..] the pairs) and nothing else.
+# Records history and nothing else.
+# KEYS[1]     the history prefix, {p}:history:
+# ARGV[1]     the most records kept per entry (HISTORY_CAP)
+# ARGV[2..]   (entry, record) pairs, oldest first
+# Returns     1
+# Guarantee   each entry's history gains the records given and never holds more than the cap;
+#             not lease-checked, since a history says what happened, whoever saw it happen.
 RECORD_SCRIPT = (
     RECORD_HISTORY
     + """
@@ -25,8 +41,16 @@ return 1
 """
 )
 
-# Records the history it carries (ARGV[3] the cap, ARGV[4..] the pairs), then extends the lease
-# only while the caller's token holds it, so a deposed leader cannot revive it.
+# Records the history it carries, then extends the lease.
+# KEYS[1]     the lease, {p}:leader
+# KEYS[2]     the history prefix, {p}:history:
+# ARGV[1]     the caller's token
+# ARGV[2]     the lease's new time to live, in milliseconds
+# ARGV[3]     the most records kept per entry (HISTORY_CAP)
+# ARGV[4..]   (entry, record) pairs, oldest first
+# Returns     1 if the lease was extended, 0 if the caller does not hold it (step down at once)
+# Guarantee   the lease is extended only while the caller's token holds it, so a deposed leader
+#             cannot revive it; the history is recorded whatever the answer.
 RENEW_SCRIPT = (
     RECORD_HISTORY
     + """
@@ -38,8 +62,14 @@ return 0
 """
 )
 
-# Deletes the lease and the caller's heartbeat only while the caller's token holds the lease, so a
-# late release spares a successor and a stopped beat is not listed as leader.
+# Gives the lease up, so a standby takes over at once.
+# KEYS[1]     the lease, {p}:leader
+# KEYS[2]     the heartbeats, {p}:beats
+# ARGV[1]     the caller's token
+# Returns     1 if the lease was deleted, 0 if the caller did not hold it
+# Guarantee   the lease and the caller's heartbeat go only while the caller's token holds the
+#             lease, so a late release spares a successor, and a stopped beat is not listed as
+#             leader.
 RELEASE_SCRIPT = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('HDEL', KEYS[2], ARGV[1])
@@ -48,9 +78,10 @@ end
 return 0
 """
 
-# The fence format (store/base.py), parsed the same way by every script below and as
-# base.parse_stored does: slot text, token, previous and fingerprint, or nil for a value that does
-# not parse (treated as absent, so no script ever errors out on a stored value).
+# Helper, put before the scripts that read fences: parse(value) reads a fence as store/base.py's
+# parse_stored does (slot, token, previous, fingerprint; a bare slot of release 0.1 is a claim by
+# "-"), or gives nil for a value that does not parse, which the scripts treat as absent, so that
+# no script ever fails on a stored value.
 PARSE_FENCE = """
 local function parse(value)
   if not value then return nil end
@@ -61,16 +92,32 @@ local function parse(value)
 end
 """
 
-# Records the history it carries (ARGV[2] the cap, ARGV[3] how many history arguments follow),
-# then, under one lease check, claims each entry of the last argument (records of
-# "<bytes>:<entry bytes>:<entry>slot|mode|ttl|task|fingerprint", so that a large claim is one
-# argument to send and any name or fingerprint reads back whole)
-# whose slot is later than its fence, or which this token already claimed (a retry after a lost
-# reply), taking the run lease of a guarded one as its mode says (store/base.py RunGuard) and
-# counting each new claim in the run counts (KEYS[5]). Returns 0 if the lease is not the caller's,
-# else flat (entry, answer) pairs for the entries not simply claimed: "!" left unclaimed, the
-# holder's task if another task held the run lease, "-" and the holder for a guarded entry left
-# unclaimed for that reason (few answers, so a large claim costs little to read).
+# Records the history it carries, then claims a tick's due slots under one lease check.
+# KEYS[1]     the lease, {p}:leader
+# KEYS[2]     the fences, {p}:fired (entry -> slot|token|previous|fingerprint)
+# KEYS[3]     the run-lease prefix, {p}:running:
+# KEYS[4]     the history prefix, {p}:history:
+# KEYS[5]     the run counts, {p}:runs (entry -> slots claimed and not given back)
+# ARGV[1]     the caller's token
+# ARGV[2]     the most records kept per entry (HISTORY_CAP)
+# ARGV[3]     h, how many history arguments follow
+# ARGV[4..]   h arguments: (entry, record) pairs, oldest first
+# ARGV[4+h]   the claims, packed into one argument so that a large claim is cheap to send and any
+#             name reads back whole: per entry "<n>:<m>:<entry><slot>|<mode>|<ttl>|<task>|<fp>",
+#             n the bytes after the first colon, m the bytes of the entry's name, slot in epoch
+#             milliseconds, mode the run guard (skip, buffer_one, replace; empty for none), ttl
+#             the run lease's time to live in milliseconds, task the guarded run's task id, fp
+#             the schedule's fingerprint
+# Returns     0 if the caller does not hold the lease; else flat (entry, answer) pairs for the
+#             entries not simply claimed (few, so a large claim is cheap to read): "!" left
+#             unclaimed (its fence is at or past the slot); "-<task>" a buffer_one entry left
+#             unclaimed because <task> holds its run lease; "<task>" claimed, though <task> held
+#             the run lease
+# Guarantee   a claim is made only while the caller's token holds the lease, and only for a slot
+#             later than the entry's fence, or for the very slot this token already claimed (a
+#             retry after a lost reply, counted once); the claimer and what a give-back restores
+#             are recorded in the fence, and each new claim adds one to the entry's run count;
+#             the history is recorded whatever the answer.
 CLAIM_SCRIPT = (
     PARSE_FENCE
     + RECORD_HISTORY
@@ -129,9 +176,18 @@ return result
 """
 )
 
-# Under one lease check, restores the previous fence of each (entry, slot) still claimed by the
-# caller, so a give-back never undoes anyone else's claim, and drops the run lease the slot's task
-# still holds (task "" for none); returns the entries given back.
+# Gives back claims whose publish failed.
+# KEYS[1]     the lease, {p}:leader
+# KEYS[2]     the fences, {p}:fired
+# KEYS[3]     the run-lease prefix, {p}:running:
+# KEYS[4]     the run counts, {p}:runs
+# ARGV[1]     the caller's token
+# ARGV[2..]   (entry, slot in epoch milliseconds, task id or "" for none) triples
+# Returns     the entries given back (none without the lease)
+# Guarantee   under one lease check, a fence is restored to its previous value only while it is
+#             still that slot claimed by the caller, so a give-back never undoes anyone else's
+#             claim, and its run count loses the one the claim added; a run lease goes only while
+#             the slot's task still holds it.
 UNCLAIM_SCRIPT = (
     PARSE_FENCE
     + """
@@ -165,8 +221,15 @@ return given
 """
 )
 
-# Under one lease check, anchors each entry that has no readable fence or a fence of another
-# schedule; returns every given entry's fence value after the call, as flat (entry, value) pairs.
+# Records where entries' slots start.
+# KEYS[1]     the lease, {p}:leader
+# KEYS[2]     the fences, {p}:fired
+# ARGV[1]     the caller's token
+# ARGV[2..]   (entry, instant in epoch milliseconds, schedule fingerprint) triples
+# Returns     without the lease, nothing; else flat (entry, fence value after the call) pairs,
+#             one per given entry
+# Guarantee   under one lease check, only an entry with no readable fence, or a fence of another
+#             schedule, is anchored; every other fence, and every run count, is kept.
 ANCHOR_SCRIPT = (
     PARSE_FENCE
     + """
@@ -188,8 +251,15 @@ return fences
 """
 )
 
-# Drops fences only while the caller's token holds the lease, so a deposed leader cannot delete
-# the fences a live leader relies on.
+# Drops the fences and run counts of entries removed from the schedule.
+# KEYS[1]     the lease, {p}:leader
+# KEYS[2]     the fences, {p}:fired
+# KEYS[3]     the run counts, {p}:runs
+# ARGV[1]     the caller's token
+# ARGV[2..]   the entries' names
+# Returns     1 if they were dropped, 0 if the caller does not hold the lease
+# Guarantee   only the lease holder drops fences, so a deposed leader cannot delete the fences a
+#             live leader relies on.
 FORGET_SCRIPT = """
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return 0
@@ -201,9 +271,15 @@ end
 return 1
 """
 
-# Records one beat (role|last seen|expires|d<schedule digest>) and prunes the expired ones by the
-# server's clock, so that beats on hosts whose clocks disagree still agree on who is alive; the
-# hash itself expires once every beat has gone.
+# Records that a beat is alive, and forgets the beats whose heartbeat expired.
+# KEYS[1]     the heartbeats, {p}:beats (token -> role|last seen|expires|d<schedule digest>)
+# ARGV[1]     the beat's token
+# ARGV[2]     its role
+# ARGV[3]     the heartbeat's time to live, in milliseconds
+# ARGV[4]     the digest of the schedule it runs (no "|")
+# Returns     1
+# Guarantee   times come from the server's clock, so beats on hosts whose clocks disagree still
+#             agree on who is alive; the hash itself expires once every beat has gone.
 HEARTBEAT_SCRIPT = """
 if redis.replicate_commands then redis.replicate_commands() end
 local time = redis.call('TIME')
@@ -225,7 +301,13 @@ end
 return 1
 """
 
-# Takes an entry's run lease for a task when it is free or already that task's.
+# Takes an entry's run lease for a task that starts.
+# KEYS[1]     the entry's run lease, {p}:running:<entry>
+# ARGV[1]     the task id
+# ARGV[2]     the run lease's time to live, in milliseconds
+# Returns     1 if the task holds the lease now, 0 if another task holds it
+# Guarantee   one task at a time holds an entry's run lease; the task that holds it may take it
+#             again, which restarts its time to live.
 HOLD_RUN_SCRIPT = """
 local holder = redis.call('GET', KEYS[1])
 if holder and holder ~= ARGV[1] then
@@ -235,7 +317,13 @@ redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 return 1
 """
 
-# Extends each run lease still held by the given task; returns the entries renewed.
+# Keeps running tasks' run leases alive.
+# KEYS[1]     the run-lease prefix, {p}:running:
+# ARGV[1]     the run leases' new time to live, in milliseconds
+# ARGV[2..]   (entry, task id) pairs
+# Returns     the entries whose run lease was extended
+# Guarantee   a run lease is extended only while the given task still holds it, so a renewal
+#             never revives a lapsed lease or extends another task's.
 RENEW_RUNS_SCRIPT = """
 local renewed = {}
 for i = 2, #ARGV, 2 do
@@ -247,7 +335,12 @@ end
 return renewed
 """
 
-# Drops a run lease only while the given task holds it, so a late release spares the next run.
+# Gives up an entry's run lease when its run ends.
+# KEYS[1]     the entry's run lease, {p}:running:<entry>
+# ARGV[1]     the task id
+# Returns     1 if the lease was deleted, 0 if that task did not hold it
+# Guarantee   a run lease goes only while the given task holds it, so a late release spares the
+#             next run.
 RELEASE_RUN_SCRIPT = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   return redis.call('DEL', KEYS[1])
@@ -255,11 +348,126 @@ end
 return 0
 """
 
-# Writes a shared document (the roster, the balance) only while the caller's token holds the lease.
+# Writes a document the leader keeps for every beat.
+# KEYS[1]     the lease, {p}:leader
+# KEYS[2]     the document, {p}:roster or {p}:balance
+# ARGV[1]     the caller's token
+# ARGV[2]     the document's text
+# Returns     1 if it was written, 0 if the caller does not hold the lease
+# Guarantee   only the lease holder writes a shared document, so every beat reads the leader's.
 SHARE_SCRIPT = """
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return 0
 end
 redis.call('SET', KEYS[2], ARGV[2])
+return 1
+"""
+
+# Sets or deletes one name's stored definition and pause record (store/controls.py).
+# KEYS[1]     the version, {p}:version
+# KEYS[2]     the changes, {p}:changes (name -> the version of its last change)
+# KEYS[3]     the definitions, {p}:defs
+# KEYS[4]     the pause records, {p}:paused
+# ARGV[1]     the name
+# ARGV[2]     what must hold first: "present" (a definition is stored), "absent" (none is), or
+#             "" (nothing)
+# ARGV[3]     what to do to the definition: "set", "del" or "keep"
+# ARGV[4]     the definition to set (JSON), else ""
+# ARGV[5]     what to do to the pause record: "set", "del" or "keep"
+# ARGV[6]     the pause record to set (JSON), else ""
+# Returns     the new version, or -1 when what must hold did not (and nothing changed)
+# Guarantee   the check, the writes, the new version and the name's mark are one step, so a
+#             reader sees all of an edit or none of it, and an edit that requires a state never
+#             lands on another; not lease-checked, since operators edit whether or not a beat
+#             runs.
+EDIT_CONTROLS_SCRIPT = """
+local stored = redis.call('HEXISTS', KEYS[3], ARGV[1]) == 1
+if (ARGV[2] == 'present' and not stored) or (ARGV[2] == 'absent' and stored) then
+  return -1
+end
+for i, key in ipairs({KEYS[3], KEYS[4]}) do
+  local op, value = ARGV[1 + 2 * i], ARGV[2 + 2 * i]
+  if op == 'set' then
+    redis.call('HSET', key, ARGV[1], value)
+  elseif op == 'del' then
+    redis.call('HDEL', key, ARGV[1])
+  end
+end
+local version = redis.call('INCR', KEYS[1])
+redis.call('ZADD', KEYS[2], version, ARGV[1])
+return version
+"""
+
+# Reads what changed since a version.
+# KEYS[1]     the version, {p}:version
+# KEYS[2]     the changes, {p}:changes
+# KEYS[3]     the definitions, {p}:defs
+# KEYS[4]     the pause records, {p}:paused
+# KEYS[5]     the triggers waiting, {p}:triggers
+# ARGV[1]     the version the caller last saw (0 for none)
+# Returns     {version, 1 if every name is listed else 0, the number of triggers waiting}, then
+#             (name, definition or "", pause record or "") for each name changed after ARGV[1];
+#             no names for a caller already at the version
+# Guarantee   one consistent read: the records are those of the version returned, so a reader
+#             that asks again from that version misses no change.
+READ_CHANGES_SCRIPT = """
+local version = tonumber(redis.call('GET', KEYS[1]) or '0')
+local since = tonumber(ARGV[1])
+local out = {version, 0, redis.call('LLEN', KEYS[5])}
+if since == version then return out end
+local low = '(' .. since
+if since == 0 or since > version then
+  out[2] = 1
+  low = '-inf'
+end
+for _, name in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], low, '+inf')) do
+  out[#out + 1] = name
+  out[#out + 1] = redis.call('HGET', KEYS[3], name) or ''
+  out[#out + 1] = redis.call('HGET', KEYS[4], name) or ''
+end
+return out
+"""
+
+# Queues a trigger (one run now, asked by an operator).
+# KEYS[1]     the version, {p}:version
+# KEYS[2]     the triggers waiting, {p}:triggers
+# ARGV[1]     the trigger (JSON)
+# Returns     the new version
+# Guarantee   the trigger is queued and the version raised together, so the polling leader that
+#             sees the new version finds the trigger.
+ASK_TRIGGER_SCRIPT = """
+redis.call('RPUSH', KEYS[2], ARGV[1])
+return redis.call('INCR', KEYS[1])
+"""
+
+# Takes every waiting trigger off the queue.
+# KEYS[1]     the lease, {p}:leader
+# KEYS[2]     the triggers waiting, {p}:triggers
+# ARGV[1]     the caller's token
+# Returns     the triggers taken, oldest first (none without the lease)
+# Guarantee   only the lease holder takes triggers, and taking empties the queue in the same
+#             step, so each trigger is taken once.
+TAKE_TRIGGERS_SCRIPT = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {} end
+local taken = redis.call('LRANGE', KEYS[2], 0, -1)
+redis.call('DEL', KEYS[2])
+return taken
+"""
+
+# Puts back triggers whose publish surely failed.
+# KEYS[1]     the lease, {p}:leader
+# KEYS[2]     the triggers waiting, {p}:triggers
+# KEYS[3]     the version, {p}:version
+# ARGV[1]     the caller's token
+# ARGV[2..]   the triggers, oldest first
+# Returns     1 if they were put back, 0 if the caller does not hold the lease
+# Guarantee   only the lease holder gives triggers back; they return to the head of the queue in
+#             their order, and the version rises so that they are seen again.
+GIVE_BACK_TRIGGERS_SCRIPT = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+for i = #ARGV, 2, -1 do
+  redis.call('LPUSH', KEYS[2], ARGV[i])
+end
+redis.call('INCR', KEYS[3])
 return 1
 """

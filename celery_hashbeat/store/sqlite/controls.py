@@ -1,37 +1,27 @@
 """The runtime controls (store/controls.py) in SQLite, each change one write transaction.
 
-Tables: ``hashbeat_controls`` (a row per name: its definition, its pause record and the version
-of its last change; rows stay after their records go, so that a beat still learns of the
-removal), ``hashbeat_control_version`` (the version) and ``hashbeat_triggers`` (the queue,
-ordered by id).
+Their tables are in store/sqlite/schema.py.
 """
 
 from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractContextManager
 
-from celery_hashbeat.store.controls import DEFINITION, PAUSE, Changes, Controls, check_values
-
-CONTROL_SCHEMA = (
-    "CREATE TABLE IF NOT EXISTS hashbeat_controls (prefix TEXT NOT NULL, name TEXT NOT NULL,"
-    " definition TEXT, pause TEXT, version INTEGER NOT NULL, PRIMARY KEY (prefix, name))"
-    " WITHOUT ROWID",
-    "CREATE INDEX IF NOT EXISTS hashbeat_controls_version ON hashbeat_controls (prefix, version)",
-    "CREATE TABLE IF NOT EXISTS hashbeat_control_version (prefix TEXT PRIMARY KEY,"
-    " version INTEGER NOT NULL) WITHOUT ROWID",
-    "CREATE TABLE IF NOT EXISTS hashbeat_triggers (id INTEGER PRIMARY KEY, prefix TEXT NOT NULL,"
-    " record TEXT NOT NULL)",
-)
+from celery_hashbeat.store.controls import DEFINITION, PAUSE, Changes, ControlRecords, check_values
+from celery_hashbeat.store.sqlite.database import Database
 
 
-class SQLiteControls(Controls):
-    """The controls half of SQLiteStore, which supplies the transactions and the lease check."""
+class SQLiteControlRecords(ControlRecords):
+    """The runtime controls of one prefix in SQLite; SQLiteStore hands its control calls here,
+    with its lease check (``holds``, within a transaction)."""
 
-    _prefix: str
-    _tx: Callable[..., AbstractContextManager[sqlite3.Connection]]
-    _holds: Callable[[sqlite3.Connection, str], bool]
+    def __init__(
+        self, database: Database, prefix: str, holds: Callable[[sqlite3.Connection, str], bool]
+    ) -> None:
+        self._database = database
+        self._prefix = prefix
+        self._holds = holds
 
     def _version_of(self, db: sqlite3.Connection) -> int:
         row = db.execute(
@@ -55,14 +45,14 @@ class SQLiteControls(Controls):
         return (None, None) if row is None else (row[0], row[1])
 
     def controls_of(self, name: str) -> tuple[str | None, str | None]:
-        with self._tx(write=False) as db:
+        with self._database.transaction(write=False) as db:
             return self._records_of(db, name)
 
     def edit(
         self, name: str, values: Mapping[str, str | None], require: bool | None = None
     ) -> int | None:
         check_values(values)
-        with self._tx() as db:
+        with self._database.transaction() as db:
             definition, pause = self._records_of(db, name)
             if require is not None and require != (definition is not None):
                 return None
@@ -81,7 +71,7 @@ class SQLiteControls(Controls):
             return version
 
     def changes(self, since: int) -> Changes:
-        with self._tx(write=False) as db:
+        with self._database.transaction(write=False) as db:
             version = self._version_of(db)
             waiting = db.execute(
                 "SELECT COUNT(*) FROM hashbeat_triggers WHERE prefix = ?", (self._prefix,)
@@ -98,7 +88,7 @@ class SQLiteControls(Controls):
         return Changes(version, records, full, waiting)
 
     def ask(self, trigger: str) -> int:
-        with self._tx() as db:
+        with self._database.transaction() as db:
             db.execute(
                 "INSERT INTO hashbeat_triggers (prefix, record) VALUES (?, ?)",
                 (self._prefix, trigger),
@@ -114,11 +104,11 @@ class SQLiteControls(Controls):
         )
 
     def triggers(self) -> list[str]:
-        with self._tx(write=False) as db:
+        with self._database.transaction(write=False) as db:
             return [record for _, record in self._waiting(db)]
 
     def take_triggers(self, token: str) -> list[str]:
-        with self._tx() as db:
+        with self._database.transaction() as db:
             if not self._holds(db, token):
                 return []
             waiting = self._waiting(db)
@@ -128,7 +118,7 @@ class SQLiteControls(Controls):
     def give_back_triggers(self, token: str, triggers: Sequence[str]) -> bool:
         if not triggers:
             return True
-        with self._tx() as db:
+        with self._database.transaction() as db:
             if not self._holds(db, token):
                 return False
             (lowest,) = db.execute("SELECT MIN(id) FROM hashbeat_triggers").fetchone()

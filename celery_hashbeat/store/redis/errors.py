@@ -1,0 +1,84 @@
+"""redis-py's errors in the protocol's words (StoreAuthError, StoreUnavailable, StoreError).
+
+The caller decides from the class alone whether to retry, step down or stop, so every failure is
+sorted here; the message names the store (password masked) and, for a refused login, the fix.
+"""
+
+from __future__ import annotations
+
+import redis
+from redis.exceptions import RedisClusterException
+
+from celery_hashbeat.store.base import StoreAuthError, StoreError, StoreUnavailable
+
+# Server replies that mean "not now" rather than "never": retrying later can succeed.
+# MOVED, ASK and CLUSTERDOWN come from a Redis Cluster whose slots are moving (a failover).
+TRANSIENT_REPLIES = (
+    "BUSY",
+    "LOADING",
+    "MASTERDOWN",
+    "READONLY",
+    "OOM",
+    "MISCONF",
+    "TRYAGAIN",
+    "MOVED",
+    "ASK",
+    "CLUSTERDOWN",
+)
+
+#: Replies that say a Redis Cluster's slot map is out of date.
+SLOTS_MOVED_REPLIES = ("MOVED", "ASK", "CLUSTERDOWN")
+
+#: How redis-py words a refused login inside a cluster client's "cannot be connected" error.
+CLUSTER_AUTH_WORDING = (
+    "invalid username-password pair",
+    "Authentication required",
+    "WRONGPASS",
+    "NOAUTH",
+    "NOPERM",
+)
+
+AUTH_ERRORS = (
+    redis.AuthenticationError,
+    redis.AuthenticationWrongNumberOfArgsError,
+    redis.exceptions.NoPermissionError,
+)
+
+TRANSIENT_ERRORS = (
+    redis.ConnectionError,
+    redis.TimeoutError,
+    redis.exceptions.ReadOnlyError,
+    redis.exceptions.ClusterError,
+    RedisClusterException,
+)
+
+
+def translate(
+    exc: redis.RedisError | RedisClusterException, url: str, secret: str | None, cluster: bool
+) -> StoreError:
+    """The protocol's error for ``exc``, raised by the store at ``url`` (masked); ``secret``, the
+    password, is kept out of the message."""
+    text = str(exc) or type(exc).__name__
+    if secret:
+        text = text.replace(secret, "***")
+    # redis-py's cluster client reports a refused login as "cannot be connected", in words.
+    refused = isinstance(exc, RedisClusterException) and any(
+        words in text for words in CLUSTER_AUTH_WORDING
+    )
+    if (
+        refused
+        or isinstance(exc, AUTH_ERRORS)
+        or text.startswith(("WRONGPASS", "NOAUTH", "NOPERM"))
+    ):
+        example = (
+            "redis+cluster://user:password@host:port,host:port"
+            if cluster
+            else "redis://user:password@host:port/db"
+        )
+        return StoreAuthError(
+            f"Redis store {url} refused the credentials ({text}): set the right user and "
+            f"password in hashbeat_store_url ({example})"
+        )
+    if isinstance(exc, TRANSIENT_ERRORS) or text.startswith(TRANSIENT_REPLIES):
+        return StoreUnavailable(f"Redis store {url} is not answering ({text}); will retry")
+    return StoreError(f"Redis store {url} failed: {type(exc).__name__}: {text}")

@@ -1,0 +1,53 @@
+"""Every Redis key of the store, spelled in this one place.
+
+All keys of a prefix share the hash tag ``{<prefix>}``, so one Redis Cluster slot holds them all
+and a script may touch any of them together. A key that a script builds from a prefix it is given
+(``{p}:running:<entry>``, ``{p}:history:<entry>``) stays in that slot, since the tag comes first.
+Existing data is read under these names: they never change.
+"""
+
+from __future__ import annotations
+
+
+class Keys:
+    """The keys of one ``hashbeat_key_prefix``."""
+
+    def __init__(self, prefix: str) -> None:
+        tag = f"{{{prefix}}}:"
+        self._tag = tag
+        #: The leader's token, with the lease TTL as the key's expiry.
+        self.leader = tag + "leader"
+        #: A hash: entry name -> its fence (``slot|token|previous|fingerprint``, store/base.py).
+        self.fired = tag + "fired"
+        #: A hash: entry name -> its run count, changed by the scripts that change fences.
+        self.runs = tag + "runs"
+        #: A hash: beat token -> ``role|last_seen_ms|expires_ms|d<schedule digest>``, in the
+        #: server's clock.
+        self.beats = tag + "beats"
+        #: Before an entry's name: its run lease, the task id, with the run TTL as its expiry.
+        self.running_prefix = tag + "running:"
+        #: Before an entry's name: a list, its newest outcomes first, trimmed to HISTORY_CAP.
+        self.history_prefix = tag + "history:"
+        #: The runtime controls (store/controls.py): hashes name -> definition and name -> pause
+        #: record; the version, raised by every write; a sorted set, name -> the version of its
+        #: last change (names stay after their records go, so a beat still learns of a removal);
+        #: a list, the triggers waiting, oldest first.
+        self.defs = tag + "defs"
+        self.paused = tag + "paused"
+        self.version = tag + "version"
+        self.changes = tag + "changes"
+        self.triggers = tag + "triggers"
+
+    def running(self, entry: str) -> str:
+        """``entry``'s run lease."""
+        return self.running_prefix + entry
+
+    def history(self, entry: str) -> str:
+        """``entry``'s history list."""
+        return self.history_prefix + entry
+
+    def shared(self, name: str) -> str:
+        """A document the leader keeps for every beat: ``roster``
+        (``<resolved ms>|<JSON list of worker nodes>``) or ``balance`` (the balanced assignment,
+        JSON, docs/design.md §16)."""
+        return self._tag + name
