@@ -95,7 +95,7 @@ class Scheduler(beat.Scheduler):
         #: Names of configured entries that could not run: their fences are kept.
         self.broken = catalog.broken
         controls = ControlState()
-        parking = Parking(controls, catalog.fanout, watch, self.now_ms)
+        parking = Parking(controls, catalog, watch, self.now_ms)
         self.publisher = publisher = Publisher(
             app,
             kwargs.get("Producer") or app.amqp.Producer,

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from celery_hashbeat.control.polling import ControlState
+    from celery_hashbeat.entries.catalog import Catalog
     from celery_hashbeat.entries.entry import Entry
-    from celery_hashbeat.entries.fanout import FanOut
     from celery_hashbeat.observe.watch import Watch
 
 
@@ -23,10 +23,10 @@ class Parking:
     """Owns the parked entries; reads the pauses and floors of ``controls``."""
 
     def __init__(
-        self, controls: ControlState, fanout: FanOut, watch: Watch, now_ms: Callable[[], int]
+        self, controls: ControlState, catalog: Catalog, watch: Watch, now_ms: Callable[[], int]
     ) -> None:
         self._controls = controls
-        self._fanout = fanout
+        self._catalog = catalog
         self._watch = watch
         self._now_ms = now_ms
         #: Paused entries taken off the queue at their slot, until they are resumed.
@@ -39,7 +39,7 @@ class Parking:
         if not paused:
             return False
         name = entry.name
-        if name not in paused and self._fanout.parent_of(name) not in paused:
+        if name not in paused and self._catalog.fanout.parent_of(name) not in paused:
             return False
         self._parked[name] = entry
         if entry.slot is not None:
@@ -48,7 +48,7 @@ class Parking:
 
     def release(self, name: str) -> list[Entry]:
         """The parked entries of ``name`` (the entry and its copies), no longer parked."""
-        parent_of = self._fanout.parent_of
+        parent_of = self._catalog.fanout.parent_of
         released = [e for n, e in self._parked.items() if (parent_of(n) or n) == name]
         for entry in released:
             del self._parked[entry.name]
@@ -59,12 +59,6 @@ class Parking:
         self._parked.clear()
 
     def floor_of(self, entry: Entry, fence_slot: int | None) -> int | None:
-        """Where ``entry``'s slots count from: its fence, unless it was added, updated or
-        resumed later (its floor), so that nothing from before then is ever caught up."""
-        floors = self._controls.floors
-        floor = floors.get(entry.name) if floors else None
-        if floor is None and floors:
-            floor = floors.get(self._fanout.parent_of(entry.name) or "")
-        if floor is None or (fence_slot is not None and fence_slot >= floor):
-            return fence_slot
-        return floor
+        """Where ``entry``'s slots count from: its fence, or its floor if later (the catalog's
+        rule, which the ``hashbeat`` commands plan by too)."""
+        return self._catalog.counts_from(entry.name, fence_slot, self._controls.floors)

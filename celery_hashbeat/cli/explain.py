@@ -138,15 +138,16 @@ def balanced_offsets(app: Celery, key: str, expression: str) -> tuple[tuple[int,
     when the store cannot say, the app's schedule as the Scheduler would balance it."""
     settings = app_settings(app)
     stored: dict[str, list[int]] = {}
-    nodes = None
+    now = int(time.time() * 1000)
+    built = None
     try:
         with connected(settings.store_url, settings.key_prefix, settings.store_options) as store:
-            roster = store.roster()
-            nodes = None if roster is None else roster.nodes
+            built = build_entries(app, now, store)
             stored = json.loads(store.shared("balance") or "{}")
     except (StoreFailure, SetupError, ValueError):
         pass  # the app's schedule still says what the balancer would choose
-    built = build_entries(app, int(time.time() * 1000), nodes)
+    if built is None:
+        built = build_entries(app, now)
     entry = next((entry for entry in built.entries if entry.name == key), None)
     if entry is None or not isinstance(entry.schedule, hashcron):
         return None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import tzinfo
 from typing import TYPE_CHECKING, Any
 
@@ -18,11 +18,9 @@ from celery.app.utils import find_app
 from celery.bin.base import CLIContext
 
 from celery_hashbeat.cli.output import SetupError, StoreFailure
-from celery_hashbeat.entries.balancing import Balancer
-from celery_hashbeat.entries.building import build_entry
+from celery_hashbeat.control.admin import Planned, plan_schedule
+from celery_hashbeat.entries.catalog import Catalog
 from celery_hashbeat.entries.entry import Entry, EntryError
-from celery_hashbeat.entries.fanout import FanOut, fan_out, fanned_nodes, sub_name
-from celery_hashbeat.entries.sharing import SharedSlots
 from celery_hashbeat.expr import CronSyntaxError
 from celery_hashbeat.expr.zones import load_zone
 from celery_hashbeat.settings import DEFAULT_KEY_PREFIX, Settings
@@ -30,6 +28,8 @@ from celery_hashbeat.store import Store, StoreConfigError, StoreError, open_stor
 
 if TYPE_CHECKING:
     from celery import Celery
+
+    from celery_hashbeat.store.base import Fence
 
 
 def app_option(function: Callable[..., Any]) -> Callable[..., Any]:
@@ -125,84 +125,70 @@ def beat_schedule(app: Celery) -> Mapping[str, Any]:
     return schedule
 
 
-#: The worker a fanned-out entry is built for, to check it, while no real worker is known.
-PROBE_NODE = "celery@probe"
-
-
 @dataclass
 class Built:
-    """The app's entries as the Scheduler builds them (docs/design.md §11: fanned-out entries as
-    their sub-entries), in name order."""
+    """The app's entries as a leader holds them: the beats' own build (``plan_schedule``), with
+    the store's entries, copies and balanced placements, and what the commands show of it."""
 
-    entries: list[Entry] = field(default_factory=list)
+    planned: Planned
     #: Entry -> the first line of its error, for each entry that cannot run.
     errors: dict[str, str] = field(default_factory=dict)
-    #: Sub-entry -> (the fanned-out entry it copies, its worker node).
-    subs: dict[str, tuple[str, str]] = field(default_factory=dict)
-    #: Fanned-out entries with no sub-entry now (``"*"`` with no workers known, or an empty
-    #: list), each built for a placeholder worker: what it runs, not when.
+    #: Fanned-out entries with no copy now (``"*"`` with no workers known, or an empty list),
+    #: each built for a placeholder worker: what it runs, not when.
     idle: dict[str, Entry] = field(default_factory=dict)
-    #: The entries with ``"workers": "*"``.
-    every_worker: set[str] = field(default_factory=set)
-    #: Balanced entry -> the offsets of its hash terms (docs/design.md §16).
-    balanced: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
+    @property
+    def entries(self) -> list[Entry]:
+        """The entries the leader runs, in name order."""
+        entries = self.planned.catalog.entries
+        return [entries[name] for name in sorted(entries)]
 
-def build_balanced(
-    app: Celery, settings: Settings, definitions: Mapping[str, Any], balancer: Balancer, now: int
-) -> tuple[dict[str, Entry], dict[str, str]]:
-    """``definitions`` built as the Scheduler builds them, balanced entries placed by
-    ``balancer``; an entry that cannot run leaves its group, as it does in the Scheduler."""
-    shared = SharedSlots(app)
-    entries: dict[str, Entry] = {}
-    errors: dict[str, str] = {}
-    todo = balancer.take(definitions)
-    while todo:
-        failed = []
-        for name, definition in todo.items():
-            try:
-                entries[name] = build_entry(name, definition, settings, shared, now)
-            except EntryError as exc:
-                errors[name] = str(exc).splitlines()[0]
-                entries.pop(name, None)
-                failed.append(name)
-        todo = balancer.drop(failed)
-    return entries, errors
+    @property
+    def subs(self) -> dict[str, tuple[str, str]]:
+        """Copy -> (the fanned-out entry it copies, its worker node)."""
+        return {
+            sub: (parent, sub[len(parent) + 1 :])
+            for parent, subs in self.planned.catalog.fanout.subs.items()
+            for sub in subs
+        }
+
+    @property
+    def every_worker(self) -> set[str]:
+        """The entries with ``"workers": "*"``."""
+        return set(self.planned.catalog.fanout.every_worker)
+
+    @property
+    def balanced(self) -> dict[str, tuple[int, ...]]:
+        """Balanced entry -> the offsets of its hash terms (docs/design.md §16)."""
+        return dict(self.planned.catalog.balancer.offsets)
+
+    def next_slot(self, name: str, fence: Fence | None, now_ms: int) -> int | None:
+        """Entry ``name``'s next slot as the leader plans it from ``fence`` (due now when one
+        was missed); None when it sends no more."""
+        slots = self.planned.next_slots(name, fence, now_ms, 1)
+        return slots[0] if slots else None
 
 
 def build_entries(
-    app: Celery, now: int, nodes: tuple[str, ...] | None = None, balance: bool | None = None
+    app: Celery, now: int, store: Store | None = None, balance: bool | None = None
 ) -> Built:
-    """The app's entries built as the Scheduler builds them, the ``"*"`` entries fanned out to
-    ``nodes`` (the store's roster; None when it is not known), and the first line of the error
-    of each entry that cannot run. ``balance`` overrides ``hashbeat_balance``."""
-    definitions = beat_schedule(app)
+    """The app's entries built by the beats' catalog: beat_schedule, Celery's own entries and,
+    with ``store``, the stored entries, the operators' floors and the ``"*"`` entries fanned
+    out to the leader's census; the first line of the error of each entry that cannot run.
+    ``balance`` overrides ``hashbeat_balance``."""
+    configured = beat_schedule(app)
     settings = app_settings(app)
-    shared = SharedSlots(app)
-    fanout = FanOut()
-    fanout.nodes = nodes
-    expansion = fanout.expand(definitions)
-    plain = expansion.plain
-    built = Built(errors={name: error.splitlines()[0] for name, error in expansion.broken.items()})
-    built.every_worker = set(fanout.every_worker)
-    for parent in fanout.subs:
-        listed = fanned_nodes(parent, definitions[parent])  # checked by expand: it raises not
-        for node in (nodes or ()) if listed is None else listed:
-            built.subs[sub_name(parent, node)] = (parent, node)
-    default = settings.balance if balance is None else balance
-    balancer = Balancer(default, str(app.timezone), fanout.parent_of)
-    entries, errors = build_balanced(app, settings, plain, balancer, now)
-    built.entries = [entries[name] for name in sorted(entries)]
-    built.errors.update(errors)
-    built.balanced = dict(balancer.offsets)
-    for parent in sorted(name for name, subs in fanout.subs.items() if not subs):
-        probe = sub_name(parent, PROBE_NODE)
-        definition = fan_out(parent, definitions[parent], [PROBE_NODE])[probe]
+    if balance is not None:
+        settings = replace(settings, balance=balance)
+    planned = plan_schedule(app, settings, configured, store, now)
+    catalog = planned.catalog
+    built = Built(planned, {name: text.splitlines()[0] for name, text in planned.refusals.items()})
+    definitions = {**catalog.stored, **catalog.configured}
+    for parent in sorted(name for name, subs in catalog.fanout.subs.items() if not subs):
         try:
-            built.idle[parent] = build_entry(probe, definition, settings, shared, now)
+            built.idle[parent] = Catalog.trial(app, settings, now, parent, definitions[parent])
         except EntryError as exc:
-            error = str(exc).splitlines()[0].replace(f"entry {probe!r}", f"entry {parent!r}")
-            built.errors[parent] = error
+            built.errors[parent] = str(exc).splitlines()[0]
     return built
 
 

@@ -35,7 +35,7 @@ from celery_hashbeat.cli.terms import crontab_text
 from celery_hashbeat.entries.entry import Entry
 from celery_hashbeat.entries.slots import IntervalSlots
 from celery_hashbeat.schedules import hashcron, hashinterval
-from celery_hashbeat.store.base import Roster
+from celery_hashbeat.store.base import Fence, Roster
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -123,20 +123,19 @@ def schedule_command(app_name: str | None, no_store: bool, as_json: bool) -> Non
     app = require_app(app_name)
     now = int(time.time() * 1000)
     built: Built | None = None
-    roster: Roster | None = None
-    fences: dict[str, int] = {}
+    fences: dict[str, Fence] = {}
     problem: StoreFailure | None = None
     if not no_store and beat_schedule(app):
         settings = app_settings(app)
         try:
             with connected(settings.store_url, settings.key_prefix, settings.store_options) as s:
-                roster = s.roster()
-                built = build_entries(app, now, None if roster is None else roster.nodes)
-                fences = s.last_slots([entry.name for entry in built.entries])
+                built = build_entries(app, now, s)
+                fences = s.fences([entry.name for entry in built.entries])
         except StoreFailure as exc:
             problem = exc
     if built is None:
         built = build_entries(app, now)
+    roster = built.planned.roster
     unknown = "the store cannot be read" if problem else "--no-store" if no_store else None
     idle = [_idle(name, entry, built, roster, unknown, app) for name, entry in built.idle.items()]
     rows = sorted(
@@ -146,11 +145,13 @@ def schedule_command(app_name: str | None, no_store: bool, as_json: bool) -> Non
         key=lambda row: row.name,
     )
     by_name = {row.name: row for row in rows}
+    subs = built.subs
     for entry in built.entries:
-        entry.start(fences.get(entry.name), now)
+        fence = fences.get(entry.name)
         row = by_name[entry.name]
-        row.next_ms, row.last_ms = entry.slot, fences.get(entry.name)
-        row.parent, row.worker = built.subs.get(entry.name, (None, None))
+        row.next_ms = built.next_slot(entry.name, fence, now)
+        row.last_ms = None if fence is None or fence.anchor else fence.slot
+        row.parent, row.worker = subs.get(entry.name, (None, None))
     if as_json:
         workers = None if roster is None else _roster_json(roster)
         echo_json({"now_ms": now, "workers": workers, "entries": [asdict(r) for r in rows]})

@@ -264,11 +264,6 @@ def show(
 
 
 def planned_slot(app: Celery, store: Store, name: str, now: int) -> int | None:
-    """The next slot of an entry the app builds (a worker's copy of a fanned-out entry too),
-    from its fence as a leader plans it; None for one it does not build."""
-    entry = next((e for e in build_entries(app, now).entries if e.name == name), None)
-    if entry is None:
-        return None
-    fence = store.fences([name]).get(name)
-    entry.start(None if fence is None or fence.anchor else fence.slot, now)
-    return entry.slot
+    """The next slot of an entry the leader runs (a worker's copy of a fanned-out entry too),
+    as it plans it from its fence; None for one it does not run."""
+    return build_entries(app, now, store).next_slot(name, store.fences([name]).get(name), now)

@@ -96,7 +96,7 @@ def status(
         paused = paused_entries(controls.records)
         now = int(time.time() * 1000)
         listed = None if as_json else limit
-        entries = entry_lines(store, app, now, roster, [name for name, _ in slots], listed)
+        entries = entry_lines(store, app, now, [name for name, _ in slots], listed)
     if as_json:
         echo_json(
             {
@@ -188,25 +188,18 @@ def entry_lines(
     store: Store,
     app: Celery | None,
     now: int,
-    roster: Roster | None,
     fenced: list[str],
     limit: int | None,
 ) -> dict[str, tuple[int | None, Summary]]:
     """Up to ``limit`` entries (all for None), in name order, each with its next slot (known
-    with the app, from its fence as a leader would plan it) and the summary of its history: the
+    with the app, as the leader plans it from its fence) and the summary of its history: the
     app's entries, or without the app, those the store has fences for."""
     planned: dict[str, int | None] = {}
     if app is not None:
-        built = build_entries(app, now, None if roster is None else roster.nodes)
+        built = build_entries(app, now, store)
         chosen = built.entries[:limit]
         fences = store.fences([entry.name for entry in chosen])
-        for entry in chosen:
-            fence = fences.get(entry.name)
-            try:
-                entry.start(None if fence is None or fence.anchor else fence.slot, now)
-                planned[entry.name] = entry.slot
-            except Exception:  # a schedule that cannot say: shown without a next slot
-                planned[entry.name] = None
+        planned = {e.name: built.next_slot(e.name, fences.get(e.name), now) for e in chosen}
     else:
         planned = dict.fromkeys(sorted(fenced)[:limit])
     return {name: (slot, summarize(records(store, name), now)) for name, slot in planned.items()}

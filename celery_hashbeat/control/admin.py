@@ -1,9 +1,10 @@
 """``ScheduleAdmin``: change the schedule while the beats run (docs/design.md §13).
 
-Every change is checked as the beats would build it before anything is written, and written
-in one atomic store call; the leader applies it within a second. Config entries (those in
-``beat_schedule``) can be paused, resumed and triggered; store entries can also be added,
-updated and removed.
+Every change is checked by the beats' own build path (the catalog) before anything is written,
+and written in one atomic store call; the leader applies it within a second. Config entries
+(those in ``beat_schedule``) can be paused, resumed and triggered; store entries can also be
+added, updated and removed. What it shows of an entry, and what the ``hashbeat`` commands show
+(``plan_schedule``), is the catalog a leader holds and the slots it plans (docs/design.md §8).
 """
 
 from __future__ import annotations
@@ -28,10 +29,10 @@ from celery_hashbeat.control.definitions import (
     encode_trigger,
     schedule_data,
 )
-from celery_hashbeat.entries.building import as_definition, build_entry
+from celery_hashbeat.control.polling import ControlState
+from celery_hashbeat.entries.building import as_definition
+from celery_hashbeat.entries.catalog import Catalog
 from celery_hashbeat.entries.entry import EntryError
-from celery_hashbeat.entries.sharing import SharedSlots
-from celery_hashbeat.entries.slots import ScheduleEnded
 from celery_hashbeat.observe.history import Record
 from celery_hashbeat.observe.history import decode as decode_record
 from celery_hashbeat.settings import Settings
@@ -39,11 +40,12 @@ from celery_hashbeat.store import open_store
 from celery_hashbeat.store.controls import DEFINITION, PAUSE
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
 
     from celery import Celery
 
     from celery_hashbeat.store import Store
+    from celery_hashbeat.store.base import Fence, Roster
 
 #: Slots listed per entry by ``get`` and ``list``.
 NEXT_SLOTS = 10
@@ -75,13 +77,52 @@ class EntryView:
     #: The definition as JSON data (a config entry's schedule as stored data where it can be).
     definition: dict[str, Any]
     pause: Pause | None
-    #: The next slots (epoch ms), up to NEXT_SLOTS; empty if they cannot be computed here.
+    #: The next slots (epoch ms) the leader sends, up to NEXT_SLOTS (a fanned-out entry's: its
+    #: copies' together), as the leader plans them; empty for one it sends no more.
     next_slots: list[int]
     recent: list[Record]
 
     @property
     def paused(self) -> bool:
         return self.pause is not None and self.pause.paused
+
+
+@dataclass(frozen=True)
+class Planned:
+    """The schedule as a leader holds it, built without one: the catalog (docs/design.md §8), the
+    message of each entry a beat would refuse, the operators' floors and the leader's census."""
+
+    catalog: Catalog
+    refusals: dict[str, str]
+    #: Entry -> the instant its slots count from since an add, update or resume (§13).
+    floors: dict[str, int]
+    #: The leader's last census of live workers (None: none yet, or no store read).
+    roster: Roster | None
+
+    def next_slots(self, name: str, fence: Fence | None, now_ms: int, count: int) -> list[int]:
+        """Entry ``name``'s next ``count`` slots as the leader plans them from ``fence``."""
+        return self.catalog.next_slots(name, fence, self.floors, now_ms, count)
+
+
+def plan_schedule(
+    app: Celery,
+    settings: Settings,
+    configured: Mapping[str, Any],
+    store: Store | None,
+    now_ms: int,
+) -> Planned:
+    """``configured`` (beat_schedule) and, with ``store``, the stored entries (read as a beat
+    reads them), their floors and the leader's census, built by the beats' catalog."""
+    controls = ControlState()
+    stored: dict[str, Any] = {}
+    roster = None
+    if store is not None:
+        changed = controls.poll(store.changes(controls.version))
+        stored = {name: d for name, d in changed.definitions.items() if d is not None}
+        roster = store.roster()
+    nodes = None if roster is None else roster.nodes
+    catalog, refusals = Catalog.preview(app, settings, now_ms, configured, stored, nodes)
+    return Planned(catalog, refusals, controls.floors, roster)
 
 
 class ScheduleAdmin:
@@ -91,7 +132,6 @@ class ScheduleAdmin:
         self.app = app
         self.settings = Settings.from_conf(app.conf, warn=False)
         self._store = store
-        self._shared = SharedSlots(app)
         self._finalized = False
         #: Wall-clock seconds since the epoch, as the beats' (changes are stamped with it).
         self.clock: Callable[[], float] = time.time
@@ -245,8 +285,7 @@ class ScheduleAdmin:
         try:
             text = encode(name, definition, self._now_ms())
             decoded = decode(name, text).definition
-            decoded.pop("workers", None)
-            build_entry(name, decoded, self.settings, self._shared, self._now_ms())
+            Catalog.trial(self.app, self.settings, self._now_ms(), name, decoded)
         except (DefinitionError, EntryError) as exc:
             raise AdminError(str(exc)) from None
         task = definition["task"]
@@ -259,30 +298,36 @@ class ScheduleAdmin:
         return text
 
     def _views(self, wanted: builtins.list[str] | None) -> builtins.list[EntryView]:
-        configured = self._configured()
+        now = self._now_ms()
+        planned = plan_schedule(self.app, self.settings, self._configured(), self.store, now)
+        configured = planned.catalog.configured  # Celery's own entries too
         records = self.store.changes(0).records
         names = sorted({*configured, *(n for n, (d, _) in records.items() if d is not None)})
-        views = []
         chosen = names if wanted is None else [n for n in wanted if n in names]
-        fences = self.store.fences(chosen) if chosen else {}
+        copies = planned.catalog.fanout.subs
+        planning = {name: sorted(copies.get(name, (name,))) for name in chosen}
+        fences = self.store.fences([n for group in planning.values() for n in group])
+        views = []
         for name in chosen:
             stored, pause_text = records.get(name, (None, None))
             if name in configured:
                 source, definition = "config", self._config_data(name, configured[name])
             else:
                 source, definition = "store", _stored_data(name, cast(str, stored))
-            pause = self._pause(name, pause_text)
-            fence = fences.get(name)
-            marks = [0 if fence is None else fence.slot, (pause and pause.resumed) or 0]
-            if source == "store" and "unreadable" not in definition:
-                marks.append(decode(name, cast(str, stored)).changed)
+            slots = [
+                slot
+                for planned_name in planning[name]
+                for slot in planned.next_slots(
+                    planned_name, fences.get(planned_name), now, NEXT_SLOTS
+                )
+            ]
             views.append(
                 EntryView(
                     name,
                     source,
                     definition,
-                    pause,
-                    self._next_slots(name, configured.get(name, stored), max(marks) or None),
+                    self._pause(name, pause_text),
+                    sorted(slots)[:NEXT_SLOTS],
                     [r for r in map(decode_record, self.store.history(name, RECENT)) if r],
                 )
             )
@@ -304,29 +349,6 @@ class ScheduleAdmin:
             return None if text is None else decode_pause(name, text)
         except DefinitionError:
             return None
-
-    def _next_slots(self, name: str, given: Any, since: int | None) -> builtins.list[int]:
-        """The entry's next slots as its hash gives them (a balanced entry's may differ: the
-        leader's assignment decides); none for one that cannot be built here. A plain
-        interval's count from ``since`` (the later of its fence and its last add, update or
-        resume, as the leader counts them), or from now when there is none."""
-        now = self._now_ms()
-        try:
-            definition = dict(decode(name, given).definition if isinstance(given, str) else given)
-            definition.pop("workers", None)
-            source = build_entry(name, definition, self.settings, self._shared, now).source
-        except Exception:
-            return []
-        slots: builtins.list[int] = []
-        after = now
-        try:
-            if source.chained and since is not None:
-                after = (source.recent(since, now, 1) or [since])[-1]
-            while len(slots) < NEXT_SLOTS:
-                slots.append(source.next_after(slots[-1] if slots else after))
-        except ScheduleEnded:
-            pass
-        return slots
 
 
 def _stored_data(name: str, text: str) -> dict[str, Any]:

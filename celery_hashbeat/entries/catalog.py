@@ -2,29 +2,49 @@
 
 A Catalog turns definitions into entries: fanned-out entries into their copies (docs/design.md §11),
 balanced hashcron entries placed by the balancer (§16), each built and checked; an entry that
-cannot run is logged by name and skipped, the others run. It knows nothing of the lease or the
-store: what becomes of a new entry is the caller's (``added``).
+cannot run is refused by name (logged, in a beat) and skipped, the others run. It knows nothing
+of the lease or the store: what becomes of a new entry is the caller's (``added``).
+
+It is the one build path (§17, §19): the beat builds through it, and so do the ``hashbeat``
+commands and ``ScheduleAdmin`` (``Catalog.preview``), which ask it an entry's next slots as a
+leader plans them (``next_slots``), so what they show is what the beat does.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterable, Mapping
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
+from celery import beat
 from celery.utils.log import get_logger
 
 from celery_hashbeat.entries.balancing import Balancer
-from celery_hashbeat.entries.building import build_entry
+from celery_hashbeat.entries.building import as_definition, build_entry
 from celery_hashbeat.entries.entry import Entry, EntryError
-from celery_hashbeat.entries.fanout import FanOut
+from celery_hashbeat.entries.fanout import FanOut, sub_name
 from celery_hashbeat.entries.sharing import SharedSlots, schedule_digest
 
 if TYPE_CHECKING:
     from celery import Celery
 
     from celery_hashbeat.settings import Settings
+    from celery_hashbeat.store.base import Fence
 
 logger = get_logger("celery_hashbeat.scheduler")
+
+#: The worker a fanned-out entry is built for when it has no copy now, to see what it runs.
+PROBE_NODE = "celery@probe"
+
+
+def log_refusal(name: str, message: str) -> None:
+    """How a beat refuses an entry that cannot run: one line in its log, naming the entry."""
+    logger.error("beat: skipping %s", message)
+
+
+def ignore_added(entry: Entry, now_ms: int) -> None:
+    """What a catalog that no beat runs does with a new entry: nothing (no lease, no anchor)."""
 
 
 class Catalog:
@@ -36,7 +56,9 @@ class Catalog:
         settings: Settings,
         now: Callable[[], int],
         added: Callable[[Entry, int], None],
+        refused: Callable[[str, str], None] = log_refusal,
     ) -> None:
+        self.app = app
         self.settings = settings
         self.entries: dict[str, Entry] = {}
         #: Names of configured entries that could not run: their fences are kept.
@@ -46,6 +68,8 @@ class Catalog:
         self.balancer = Balancer(settings.balance, str(app.timezone), self.fanout.parent_of)
         self._now = now
         self._added = added
+        #: Told the name and the message of each entry that cannot run.
+        self._refused = refused
         #: The configuration's entries (beat_schedule and Celery's own), by name.
         self.configured: dict[str, Any] = {}
         #: The entries kept in the store (docs/design.md §13), by name; a name the configuration
@@ -122,13 +146,88 @@ class Catalog:
             entries = {name: entry for name, entry in entries.items() if not dynamic(name)}
         return schedule_digest(entries)
 
+    @classmethod
+    def preview(
+        cls,
+        app: Celery,
+        settings: Settings,
+        now_ms: int,
+        configured: Mapping[str, Any],
+        stored: Mapping[str, Any] | None = None,
+        nodes: tuple[str, ...] | None = None,
+    ) -> tuple[Catalog, dict[str, str]]:
+        """The catalog a leader holds, built without one: ``configured`` (beat_schedule) and
+        Celery's own entries, then the ``stored`` definitions, the ``"*"`` entries fanned out to
+        ``nodes`` (the store's roster; None before any census). With it, the message of each
+        entry that cannot run, by name, as a beat would log it."""
+        refusals: dict[str, str] = {}
+        catalog = cls(app, settings, lambda: now_ms, ignore_added, refusals.__setitem__)
+        catalog.fanout.nodes = nodes
+        catalog.merge(configured)
+        catalog.install_defaults()
+        if stored:
+            catalog.restock(stored, full=True)
+        return catalog, {name: refusals[name] for name in sorted(catalog.broken & refusals.keys())}
+
+    def install_defaults(self) -> None:
+        """Add Celery's own entries (``celery.backend_cleanup`` where the result backend needs
+        it), by Celery's own rule, as a beat adds them after beat_schedule."""
+        scheduler = SimpleNamespace(app=self.app, update_from_dict=self.update)
+        beat.Scheduler.install_default_entries(scheduler, self.entries)  # type: ignore[arg-type]
+
+    @classmethod
+    def trial(
+        cls, app: Celery, settings: Settings, now_ms: int, name: str, definition: Any
+    ) -> Entry:
+        """``definition`` built alone, as a catalog builds it (fanned out, a ``"*"`` or empty
+        worker list to a placeholder worker), to check it and to see what it runs; a refusal
+        raises EntryError with the message a beat would log."""
+        refusals: dict[str, str] = {}
+        alone = cls(app, settings, lambda: now_ms, ignore_added, refusals.__setitem__)
+        alone.fanout.nodes = (PROBE_NODE,)
+        alone.update({name: definition})
+        mapping = as_definition(definition)
+        if not alone.entries and not refusals and mapping is not None:
+            alone.update({name: {**mapping, "workers": [PROBE_NODE]}})
+        if refusals:
+            probe = sub_name(name, PROBE_NODE)
+            message = next(iter(refusals.values()))
+            raise EntryError(message.replace(f"entry {probe!r}", f"entry {name!r}"))
+        return alone.entries[min(alone.entries)]
+
+    def counts_from(self, name: str, fence_ms: int | None, floors: Mapping[str, int]) -> int | None:
+        """Where entry ``name``'s slots count from as a leader plans them: its fence, unless it
+        (or the entry it is a copy of) was added, updated or resumed later (its floor), so
+        that nothing from before then is ever caught up (docs/design.md §13)."""
+        floor = floors.get(name) if floors else None
+        if floor is None and floors:
+            floor = floors.get(self.fanout.parent_of(name) or "")
+        if floor is None or (fence_ms is not None and fence_ms >= floor):
+            return fence_ms
+        return floor
+
+    def next_slots(
+        self, name: str, fence: Fence | None, floors: Mapping[str, int], now_ms: int, count: int
+    ) -> list[int]:
+        """The next ``count`` slots a leader sends of entry ``name`` (none for one it does not
+        run), planned from the store's ``fence`` and the operators' ``floors`` as the leader
+        plans them: a schedule the store has not anchored (or fenced for another schedule) is
+        anchored first, at its floor or now; a slot missed since the fence is due now."""
+        entry = self.entries.get(name)
+        if entry is None:
+            return []
+        fence_ms = None if fence is None else fence.slot
+        if entry.needs_anchor(fence):
+            fence_ms = self.counts_from(name, None, floors) or now_ms
+        since = self.counts_from(name, fence_ms, floors)
+        return upcoming(entry, since, 0 if fence is None else fence.runs, now_ms, count)
+
     def _expand(self, schedule: Mapping[str, Any]) -> dict[str, Any]:
         """``schedule`` with each fanned-out entry replaced by its copies; one that cannot be
         fanned out is logged by name and skipped."""
         expansion = self.fanout.expand(schedule)
         for name, error in expansion.broken.items():
-            logger.error("beat: skipping %s", error)
-            self.broken.add(name)
+            self._refuse(name, error)
         self.deactivate(expansion.gone)
         return expansion.plain
 
@@ -139,8 +238,7 @@ class Catalog:
             try:
                 entry = build_entry(name, definition, self.settings, self.shared, now)
             except EntryError as exc:
-                logger.error("beat: skipping %s", exc)
-                self.broken.add(name)
+                self._refuse(name, str(exc))
                 failed.append(name)
                 continue
             self.broken.discard(name)
@@ -155,3 +253,28 @@ class Catalog:
             self._added(entry, now)
         if failed:
             self.deactivate(failed)
+
+    def _refuse(self, name: str, message: str) -> None:
+        self._refused(name, message)
+        self.broken.add(name)
+
+
+def upcoming(entry: Entry, since_ms: int | None, runs: int, now_ms: int, count: int) -> list[int]:
+    """The next ``count`` slots ``entry`` sends after ``runs`` sends, its slots counting from
+    ``since_ms``: planned on a copy with the entry's own steps (catch-up, window, a schedule's
+    ``is_due``, ``start``/``end``), cut at ``max_runs``; none once it has no more."""
+    if entry.max_runs is not None:
+        count = min(count, entry.max_runs - runs)
+    plan = copy.copy(entry)
+    slots: list[int] = []
+    try:
+        if count > 0:
+            plan.start(since_ms, now_ms)
+        while len(slots) < count and plan.slot is not None:
+            if plan.slot <= now_ms and not plan.ready(now_ms):
+                continue  # the catch-up or the schedule's is_due moved it on
+            slots.append(plan.slot)
+            plan.advance(plan.slot, now_ms)
+    except Exception:  # no more slots, or none it can say now (the beat asks again later)
+        pass
+    return slots

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import cast
 
 import pytest
 import redis
@@ -19,7 +20,11 @@ from click.testing import Result
 
 from celery_hashbeat import parse
 from celery_hashbeat.cli.output import Exit
+from celery_hashbeat.control.definitions import decode
+from celery_hashbeat.entries.catalog import Catalog
+from celery_hashbeat.settings import Settings
 from celery_hashbeat.store import Store, StoreAuthError, open_store
+from tests.cli import proj
 from tests.cli.conftest import APP, ROOT
 from tests.support.redis_server import RedisProcess
 
@@ -109,7 +114,8 @@ def test_an_entry_through_its_life(run: Run, target: Target) -> None:
         "max_runs": 5,
     }
     assert entry["paused"]["reason"] == "supplier outage"
-    assert entry["next_slots"] == next_slots("H 6 * * *", "Europe/Riga", before)
+    # max_runs 5: the leader sends five slots, so five are shown.
+    assert entry["next_slots"] == next_slots("H 6 * * *", "Europe/Riga", before, count=5)
     assert listed["refresh-prices"]["paused"] is None
 
     table = ok(hashbeat(run, target, "entries")).splitlines()
@@ -257,7 +263,11 @@ def test_a_plain_intervals_next_slots_count_from_its_last_sent_slot(run: Run, st
     ok(hashbeat(run, target, "add", "poll", "--task", TASK, "--every", "60"))
     assert store.acquire("host:1:a", 10_000)
     sent = int(datetime.now(timezone.utc).timestamp() * 1000) + 1_234
-    assert store.claim("host:1:a", {"poll": (sent, "fingerprint")}) == {"poll"}
+    stored = decode("poll", cast(str, store.controls_of("poll")[0])).definition
+    settings = Settings.from_conf(proj.app.conf, warn=False)
+    # Fenced for this schedule (a fence of another schedule is anchored afresh, as a leader does).
+    fingerprint = Catalog.trial(proj.app, settings, sent, "poll", stored).fingerprint
+    assert store.claim("host:1:a", {"poll": (sent, fingerprint)}) == {"poll"}
     shown = json.loads(ok(hashbeat(run, target, "show", "poll", "--json")))
     expected = [sent + 60_000 * n for n in range(1, 11)]
     assert shown["next_slots"] == [

@@ -12,12 +12,22 @@ from click.testing import CliRunner, Result
 from celery_hashbeat import hashcron, parse
 from celery_hashbeat.cli import main
 from celery_hashbeat.cli.output import Exit
+from celery_hashbeat.entries.catalog import Catalog
+from celery_hashbeat.settings import Settings
 from celery_hashbeat.store import Store
 from tests.cli import proj
 from tests.cli.conftest import APP
 from tests.support.redis_server import RedisProcess
 
 Invoke = Callable[..., Result]
+
+
+def fingerprint(name: str) -> str:
+    """The schedule's fingerprint with which a beat fences the test app's entry ``name`` (a
+    fence of another schedule is anchored afresh, as a changed schedule is)."""
+    settings = Settings.from_conf(proj.app.conf, warn=False)
+    definition = proj.app.conf.beat_schedule[name]
+    return Catalog.trial(proj.app, settings, 0, name, definition).fingerprint
 
 
 def test_schedule_lists_every_entry_resolved(invoke: Invoke, app_store: Store) -> None:
@@ -30,7 +40,7 @@ def test_schedule_lists_every_entry_resolved(invoke: Invoke, app_store: Store) -
     rows = {row["name"]: row for row in json.loads(result.stdout)["entries"]}
     assert set(rows) == {
         "refresh-prices", "nightly-report", "poll-feeds", "riga-morning", "sync", "cleanup",
-        "heartbeat", "sunset", "added-hourly",
+        "heartbeat", "sunset", "added-hourly", "celery.backend_cleanup",
     }  # fmt: skip
     for name in ("refresh-prices", "nightly-report", "poll-feeds"):
         assert rows[name]["kind"] == "hashcron"
@@ -57,7 +67,7 @@ def test_schedule_table(invoke: Invoke, app_store: Store) -> None:
         "NAME", "TASK", "KIND", "EXPRESSION", "RESOLVED", "KEY", "ZONE", "NEXT", "RUN", "LAST",
         "ENQUEUED",
     ]  # fmt: skip
-    assert len(lines) == 9
+    assert len(lines) == 10  # beat_schedule's nine and Celery's celery.backend_cleanup
     assert any(line.startswith("poll-feeds") and "never" in line for line in lines)
 
 
@@ -127,7 +137,8 @@ def test_status_after_a_clean_stop_names_no_leader(invoke: Invoke, app_store: St
 def test_schedule_shows_the_last_enqueued_slot_as_past(invoke: Invoke, app_store: Store) -> None:
     token = "host:3:x"
     assert app_store.acquire(token, 30_000)
-    app_store.claim(token, {"poll-feeds": (int(time.time() * 1000) - 90_000, "fp")})
+    missed = int(time.time() * 1000) - 90_000
+    app_store.claim(token, {"poll-feeds": (missed, fingerprint("poll-feeds"))})
     [line] = [
         line
         for line in invoke("schedule", "-A", APP).stdout.splitlines()
@@ -188,7 +199,7 @@ def test_spread_app(invoke: Invoke) -> None:
     result = invoke("spread", "-A", APP, "--date", "2026-03-09", "--json")
     assert result.exit_code == 0, result.output
     shown = json.loads(result.stdout)
-    assert shown["what"] == "9 entries"
+    assert shown["what"] == "10 entries"  # celery.backend_cleanup too
     assert shown["bucket_seconds"] == 1  # poll-feeds has a seconds field
     assert shown["hashed"]["total"] == shown["plain"]["total"]
     assert shown["plain"]["peak"] > shown["hashed"]["peak"]

@@ -69,7 +69,10 @@ def test_schedule_without_the_store(run: Run) -> None:
 
     shown, rows = schedule_rows(run, "--no-store")
     assert shown["workers"] is None
-    assert set(rows) == {"import-orders", "refresh", *(f"rotate-logs@{node}" for node in WEB)}
+    assert set(rows) == {
+        "import-orders", "refresh", "celery.backend_cleanup",
+        *(f"rotate-logs@{node}" for node in WEB),
+    }  # fmt: skip
     for node in WEB:
         row = rows[f"rotate-logs@{node}"]
         assert (row["parent"], row["worker"], row["key"]) == ("rotate-logs", node, row["name"])
@@ -181,8 +184,9 @@ def test_spread_counts_the_copies_it_knows(run: Run) -> None:
     done = run("hashbeat", "spread", "-A", FANNED, "--date", "2026-03-09", "--json")
     assert done.returncode == 0, done.stderr
     shown = json.loads(done.stdout)
-    assert shown["what"] == "3 entries"  # import-orders and the two copies of rotate-logs
-    assert shown["hashed"]["total"] == 24 * 12 + 2 * 24
+    # import-orders, the two copies of rotate-logs and celery.backend_cleanup
+    assert shown["what"] == "4 entries"
+    assert shown["hashed"]["total"] == 24 * 12 + 2 * 24 + 1  # backend_cleanup once a day
     assert "entry 'refresh' runs on every live worker" in done.stderr
 
 

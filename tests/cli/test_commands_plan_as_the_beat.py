@@ -1,0 +1,94 @@
+"""``hashbeat schedule``, ``status`` and ``entries`` show the next slots the leader itself
+plans (DESIGN.md §19): the same entries (Celery's own, stored ones, copies on workers), the same
+balanced placements and an interval counted from the anchor the leader set. A real Scheduler
+leads on the real Redis; the commands run as real processes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from datetime import datetime
+
+import pytest
+
+from celery_hashbeat import Scheduler, hashcron
+from celery_hashbeat.control.definitions import encode
+from celery_hashbeat.store import Store
+from tests.cli import planned
+
+Run = Callable[..., subprocess.CompletedProcess[str]]
+APP = "tests.cli.planned"
+
+
+@pytest.fixture
+def leader(monkeypatch: pytest.MonkeyPatch, redis_url: str, key_prefix: str) -> Iterator[Scheduler]:
+    """A beat of the test app that leads, with its entries planned; it ticks no more, so its
+    plan stays what it was when the commands run."""
+    monkeypatch.setitem(planned.app.conf, "hashbeat_store_url", redis_url)
+    monkeypatch.setitem(planned.app.conf, "hashbeat_key_prefix", key_prefix)
+    beat = Scheduler(planned.app, lazy=True)
+    beat.setup_schedule()
+    yield beat
+    beat.close()
+
+
+def lead(beat: Scheduler) -> int:
+    """Tick until the beat leads and has planned every entry; when it did (epoch ms)."""
+    for _ in range(50):
+        beat.tick()
+        if beat.is_leader and all(entry.slot is not None for entry in beat.entries.values()):
+            return beat.now_ms()
+        time.sleep(0.05)
+    raise AssertionError("the beat did not lead")
+
+
+def store_entry(store: Store, name: str, definition: dict[str, object]) -> None:
+    """An entry added at run time, as ScheduleAdmin stores it."""
+    store.edit(name, {"definition": encode(name, definition, int(time.time() * 1000))})
+
+
+def comparable(beat: Scheduler, since_ms: int, until_ms: int) -> dict[str, int]:
+    """The beat's planned slot per entry, leaving out the few that fell due while the commands
+    ran (those the commands rightly show as their next slot after)."""
+    slots = {name: entry.slot for name, entry in beat.entries.items()}
+    return {
+        name: slot
+        for name, slot in slots.items()
+        if slot is not None and not since_ms <= slot <= until_ms + 1000
+    }
+
+
+def test_schedule_shows_every_entry_the_leader_runs_at_the_slot_it_planned(
+    run: Run, store: Store, leader: Scheduler
+) -> None:
+    store_entry(store, "stored-poll", {"task": "planned.ping", "schedule": 45.0})
+    balanced = hashcron("H * * * *", balanced=True)
+    store_entry(store, "stored-report", {"task": "planned.report", "schedule": balanced})
+    planned_at = lead(leader)
+    assert {"celery.backend_cleanup", "stored-poll", "fanned@celery@a"} <= leader.entries.keys()
+    done = run("hashbeat", "schedule", "-A", APP, "--json")
+    assert done.returncode == 0, done.stderr
+    rows = {row["name"]: row for row in json.loads(done.stdout)["entries"]}
+    expected = comparable(leader, planned_at, int(time.time() * 1000))
+    assert len(expected) >= len(leader.entries) - 3
+    assert {name for name, row in rows.items() if row["next_ms"] is not None} == set(leader.entries)
+    shown = {name: rows[name]["next_ms"] for name in expected}
+    assert shown == expected
+    assert rows["fanned@celery@b"]["parent"] == "fanned"
+
+
+def test_status_counts_a_plain_interval_from_the_leaders_anchor(
+    run: Run, store: Store, leader: Scheduler
+) -> None:
+    lead(leader)
+    anchor = store.fences(["heartbeat"])["heartbeat"]
+    assert anchor.anchor, "the leader anchors an interval it never sent"
+    planned_slot = leader.entries["heartbeat"].slot
+    assert planned_slot == anchor.slot + 90_000
+    time.sleep(1.2)  # a command that counted from its own now would be a second or more later
+    done = run("hashbeat", "status", "-A", APP, "--json", "--limit", "0")
+    assert done.returncode == 0, done.stderr
+    shown = json.loads(done.stdout)["entries"]["heartbeat"]["next_slot"]
+    assert int(datetime.fromisoformat(shown).timestamp() * 1000) == planned_slot
