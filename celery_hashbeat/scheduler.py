@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 from celery import beat
 from celery.exceptions import ImproperlyConfigured
-from celery.utils.log import get_logger
 
+from celery_hashbeat._logs import SCHEDULER
 from celery_hashbeat.beat.ahead import Ahead
 from celery_hashbeat.beat.background import Abandoned, Guarded, Runner
 from celery_hashbeat.beat.collector import Freezer, building
@@ -62,7 +62,7 @@ if TYPE_CHECKING:
 
     from celery_hashbeat.store.base import Store
 
-logger = get_logger(__name__)
+logger = SCHEDULER
 
 #: The most slots claimed in one store call; a larger backlog is drained over consecutive ticks.
 BATCH = 1000

@@ -8,7 +8,6 @@ configured with ``namespace="CELERY"``.
 from __future__ import annotations
 
 import difflib
-import logging
 import math
 import threading
 from collections.abc import Mapping
@@ -16,6 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from celery.exceptions import ImproperlyConfigured
+
+from celery_hashbeat._logs import SETTINGS
 
 CATCH_UP_MODES = ("latest", "all", "skip")
 
@@ -44,7 +45,7 @@ KNOWN_SETTINGS = (
     "hashbeat_store_min_replicas",
 )
 
-logger = logging.getLogger("celery_hashbeat.settings")
+logger = SETTINGS
 
 #: Unknown settings already warned about: Celery builds the scheduler twice at start.
 _warned: set[str] = set()

@@ -12,8 +12,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from celery.utils.log import get_logger
-
+from celery_hashbeat._logs import SCHEDULER
 from celery_hashbeat.beat.compat import serve_runs
 
 if TYPE_CHECKING:
@@ -31,7 +30,7 @@ if TYPE_CHECKING:
     from celery_hashbeat.store.base import Fence, Store
 
 #: The scheduler's logger (see ``sending``).
-logger = get_logger("celery_hashbeat.scheduler")
+logger = SCHEDULER
 
 
 class Leading:

@@ -14,8 +14,7 @@ import secrets
 import socket
 from typing import TYPE_CHECKING
 
-from celery.utils.log import get_logger
-
+from celery_hashbeat._logs import LEASE
 from celery_hashbeat.store.base import StoreAuthError, StoreError
 
 if TYPE_CHECKING:
@@ -23,7 +22,7 @@ if TYPE_CHECKING:
     from celery_hashbeat.settings import Settings
     from celery_hashbeat.store.base import Store
 
-logger = get_logger(__name__)
+logger = LEASE
 
 LEADER = "leader"
 STANDBY = "standby"

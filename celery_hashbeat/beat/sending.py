@@ -13,8 +13,7 @@ import time
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from celery.utils.log import get_logger
-
+from celery_hashbeat._logs import SCHEDULER
 from celery_hashbeat.beat.ahead import MARGIN_MS
 from celery_hashbeat.beat.background import Abandoned
 from celery_hashbeat.beat.collector import PASS_ROOM_MS
@@ -42,7 +41,7 @@ if TYPE_CHECKING:
     from celery_hashbeat.store.base import Store
 
 #: The scheduler's logger: operators filter one name for everything a beat says about its slots.
-logger = get_logger("celery_hashbeat.scheduler")
+logger = SCHEDULER
 
 #: The most messages one broker round trip of a batch carries (one Redis pipeline).
 CHUNK = 500

@@ -11,8 +11,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, NamedTuple
 from uuid import uuid5
 
-from celery.utils.log import get_logger
-
+from celery_hashbeat._logs import SCHEDULER
 from celery_hashbeat.control.definitions import (
     DefinitionError,
     Trigger,
@@ -26,7 +25,7 @@ if TYPE_CHECKING:
     from celery_hashbeat.entries.entry import Entry
     from celery_hashbeat.observe.watch import Watch
 
-logger = get_logger("celery_hashbeat.scheduler")
+logger = SCHEDULER
 
 
 class Run(NamedTuple):

@@ -17,14 +17,13 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from celery.utils.log import get_logger
-
+from celery_hashbeat._logs import SCHEDULER
 from celery_hashbeat.control.definitions import DefinitionError, Pause, decode, decode_pause
 
 if TYPE_CHECKING:
     from celery_hashbeat.store.base import Store
 
-logger = get_logger("celery_hashbeat.scheduler")
+logger = SCHEDULER
 
 #: Seconds between two reads of the change version: a change applies within a second.
 POLL_S = 0.5

@@ -11,8 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from celery.utils.log import get_logger
-
+from celery_hashbeat._logs import SCHEDULER
 from celery_hashbeat.entries.balancing import Balancer
 from celery_hashbeat.entries.building import build_entry
 from celery_hashbeat.entries.entry import Entry, EntryError
@@ -24,7 +23,7 @@ if TYPE_CHECKING:
 
     from celery_hashbeat.settings import Settings
 
-logger = get_logger("celery_hashbeat.scheduler")
+logger = SCHEDULER
 
 
 class Catalog:

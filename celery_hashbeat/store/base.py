@@ -32,13 +32,13 @@ from __future__ import annotations
 
 import abc
 import json
-import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from celery_hashbeat._logs import STORE
 from celery_hashbeat.store.controls import Controls
 
-logger = logging.getLogger("celery_hashbeat.store")
+logger = STORE
 
 #: The most outcomes kept per entry's history; older ones are dropped as new ones come in.
 HISTORY_CAP = 100

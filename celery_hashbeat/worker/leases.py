@@ -24,8 +24,8 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 from celery.signals import task_failure, task_postrun, task_prerun, task_received, task_revoked
-from celery.utils.log import get_logger
 
+from celery_hashbeat._logs import RUN_LEASES
 from celery_hashbeat.settings import Settings
 from celery_hashbeat.store import open_store
 
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
     from celery_hashbeat.store.base import Store
 
-logger = get_logger(__name__)
+logger = RUN_LEASES
 
 #: The header that marks a guarded slot, with its run lease's TTL in seconds.
 RUN_TTL_HEADER = "hashbeat_run_ttl"

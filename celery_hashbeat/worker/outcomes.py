@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 from billiard.exceptions import WorkerLostError
 from celery.signals import task_failure, task_postrun, task_prerun, task_received, task_revoked
-from celery.utils.log import get_logger
 
+from celery_hashbeat._logs import OUTCOMES
 from celery_hashbeat.observe.history import FAILED, STARTED, SUCCEEDED, Record, encode
 from celery_hashbeat.worker.leases import ENTRY_HEADER, keeper
 
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
     from celery_hashbeat.store.base import Store
 
-logger = get_logger(__name__)
+logger = OUTCOMES
 
 SLOT_HEADER = "hashbeat_slot"
 
