@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from celery.signals import task_failure, task_postrun, task_prerun, task_received, task_revoked
 
 from celery_hashbeat._logs import RUN_LEASES
+from celery_hashbeat.publish.message import ENTRY_HEADER, RUN_TTL_HEADER
 from celery_hashbeat.settings import Settings
 from celery_hashbeat.store import open_store
 
@@ -35,10 +36,6 @@ if TYPE_CHECKING:
     from celery_hashbeat.store.base import Store
 
 logger = RUN_LEASES
-
-#: The header that marks a guarded slot, with its run lease's TTL in seconds.
-RUN_TTL_HEADER = "hashbeat_run_ttl"
-ENTRY_HEADER = "hashbeat_entry"
 
 #: Guarded tasks the main process remembers (task id -> entry), to release a lease when the task
 #: dies with its process; the oldest are forgotten first.

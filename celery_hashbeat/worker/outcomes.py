@@ -30,7 +30,8 @@ from celery.signals import task_failure, task_postrun, task_prerun, task_receive
 
 from celery_hashbeat._logs import OUTCOMES
 from celery_hashbeat.observe.history import FAILED, STARTED, SUCCEEDED, Record, encode
-from celery_hashbeat.worker.leases import ENTRY_HEADER, keeper
+from celery_hashbeat.publish.message import ENTRY_HEADER, SLOT_HEADER
+from celery_hashbeat.worker.leases import keeper
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -38,8 +39,6 @@ if TYPE_CHECKING:
     from celery_hashbeat.store.base import Store
 
 logger = OUTCOMES
-
-SLOT_HEADER = "hashbeat_slot"
 
 #: The most records waiting to be written; beyond it the oldest are dropped (the store is down).
 BACKLOG = 10_000
