@@ -36,6 +36,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from celery_hashbeat._logs import STORE
+from celery_hashbeat._outage import Once
 from celery_hashbeat.store.controls import Controls
 
 logger = STORE
@@ -202,9 +203,8 @@ class Store(Controls, abc.ABC):
                     parsed = Fence(fence.slot, fence.token, fence.fingerprint, count), parsed[1]
                 fences[entry] = parsed
                 continue
-            warned: set[tuple[str, str]] = self.__dict__.setdefault("_unreadable", set())
-            if (entry, value) not in warned:
-                warned.add((entry, value))
+            unreadable: Once = self.__dict__.setdefault("_unreadable", Once())
+            if unreadable.first((entry, value)):
                 logger.warning(
                     "store %s: the fence of entry %r is %r, which is not a fence; skipping it "
                     "(the entry is treated as never sent, and its next claim overwrites it)",
