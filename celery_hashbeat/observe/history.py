@@ -1,4 +1,5 @@
-"""What happened to each entry's slots (DESIGN.md §14): one record per outcome, kept in the store.
+"""What happened to each entry's slots (docs/design.md §14): one record per outcome, kept in
+the store.
 
 A record is one line of JSON, so that any tool can read it: the outcome, the slot (UTC epoch ms),
 when it happened, and what else the outcome knows (the sending beat, the task id, the lateness,

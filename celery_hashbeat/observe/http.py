@@ -1,4 +1,4 @@
-"""The beat's HTTP endpoints (DESIGN.md §14), served when ``hashbeat_http_port`` is set.
+"""The beat's HTTP endpoints (docs/design.md §14), served when ``hashbeat_http_port`` is set.
 
 - ``/metrics``: Prometheus' text format;
 - ``/livez``: 200 while the tick loop turns, 503 once it has not for a while (a deadlock, a call

@@ -1,7 +1,7 @@
 """The message of a slot: its task id, its headers, and how it goes out through Celery.
 
 A slot's task carries the id ``uuid5(NAMESPACE, "<entry>|<slot ms>")`` and the headers
-``hashbeat_entry`` and ``hashbeat_slot`` (DESIGN.md §5), so downstream code can recognise it
+``hashbeat_entry`` and ``hashbeat_slot`` (docs/design.md §5), so downstream code can recognise it
 whichever beat sent it; everything else is as Celery's own scheduler would send it.
 """
 
@@ -30,7 +30,8 @@ ENTRY_HEADER = "hashbeat_entry"
 SLOT_HEADER = "hashbeat_slot"
 #: When an operator asked for a trigger's one run; set instead of ``SLOT_HEADER``.
 TRIGGER_HEADER = "hashbeat_trigger"
-#: A guarded entry's run-lease TTL in seconds: the worker keeps the lease alive (DESIGN.md §12).
+#: A guarded entry's run-lease TTL in seconds: the worker keeps the lease alive
+#: (docs/design.md §12).
 RUN_TTL_HEADER = "hashbeat_run_ttl"
 #: Celery's beat marks its sends with it; hashbeat's sends carry it too.
 BEAT_TASK_HEADER = "celery_beat_task"
@@ -61,7 +62,8 @@ def slot_headers(entry: Entry, when: str, trigger: bool = False) -> dict[str, An
         TRIGGER_HEADER if trigger else SLOT_HEADER: when,
     }
     if entry.run_ttl_ms:
-        # The worker that runs it keeps the entry's run lease alive for as long (DESIGN.md §12).
+        # The worker that runs it keeps the entry's run lease alive for as long
+        # (docs/design.md §12).
         headers[RUN_TTL_HEADER] = entry.run_ttl_ms / 1000
     return headers
 

@@ -1,4 +1,4 @@
-"""No run on top of a run, the worker's side (DESIGN.md §12).
+"""No run on top of a run, the worker's side (docs/design.md §12).
 
 A guarded slot's message carries the header ``hashbeat_run_ttl``. When its task starts, the
 worker takes the entry's run lease over (the beat took it for the task's id when it claimed the

@@ -1,4 +1,4 @@
-"""What became of each slot's task, the worker's side of the history (DESIGN.md §14).
+"""What became of each slot's task, the worker's side of the history (docs/design.md §14).
 
 When a task sent for a slot (its message carries ``hashbeat_entry`` and ``hashbeat_slot``) starts
 and ends, the worker adds ``started`` and then ``succeeded`` or ``failed`` (with how long it ran)
