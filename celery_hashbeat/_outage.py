@@ -25,13 +25,18 @@ class Outage:
         self.cause: str | None = None
 
     def failed(
-        self, exc: BaseException, line: str, *args: object, level: int = logging.WARNING
+        self,
+        exc: BaseException,
+        line: str,
+        *args: object,
+        level: int = logging.WARNING,
+        traceback: bool = False,
     ) -> bool:
-        """Note a failure; log ``line % args`` only if the dependency answered until now. True
-        when this failure began the outage."""
+        """Note a failure; log ``line % args`` (with ``exc``'s traceback if asked) only if the
+        dependency answered until now. True when this failure began the outage."""
         began = self.cause is None
         if began:
-            self._logger.log(level, line, *args)
+            self._logger.log(level, line, *args, exc_info=exc if traceback else None)
         self.cause = str(exc) or type(exc).__name__
         return began
 
@@ -49,8 +54,9 @@ class Once:
     def __init__(self) -> None:
         self._said: set[Hashable] = set()
 
-    def first(self, thing: Hashable) -> bool:
-        """True the first time ``thing`` is asked about, False ever after."""
+    def first(self, thing: Hashable = None) -> bool:
+        """True the first time ``thing`` is asked about, False ever after (no ``thing``: a
+        ``Once`` for a single line)."""
         if thing in self._said:
             return False
         self._said.add(thing)

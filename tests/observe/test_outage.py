@@ -38,11 +38,13 @@ def test_a_second_outage_is_told_again_at_the_level_asked(
 ) -> None:
     caplog.set_level(logging.DEBUG, logger=LOGGER.name)
     outage = Outage(LOGGER, "written again")
-    outage.failed(TimeoutError(), "first", level=logging.ERROR)
+    outage.failed(TimeoutError(), "first", level=logging.ERROR, traceback=True)
     outage.answered()
     outage.failed(TimeoutError(), "second")
     assert outage.cause == "TimeoutError"  # a failure without text is named by its type
     assert lines(caplog) == [("ERROR", "first"), ("INFO", "written again"), ("WARNING", "second")]
+    tracebacks = [r.exc_info is not None for r in caplog.records if r.name == LOGGER.name]
+    assert tracebacks == [True, False, False]
 
 
 def test_each_thing_is_said_once_until_forgotten() -> None:
@@ -56,3 +58,8 @@ def test_each_thing_is_said_once_until_forgotten() -> None:
     ]
     once.clear()
     assert once.first("a")
+
+
+def test_a_single_line_is_said_once() -> None:
+    once = Once()
+    assert [once.first(), once.first()] == [True, False]
