@@ -6,10 +6,7 @@ __all__ = ["CronExpr", "CronSyntaxError", "NoFireTimeError", "parse"]
 from celery_hashbeat.control.admin import AdminError, ScheduleAdmin, UnknownEntryError
 from celery_hashbeat.scheduler import Scheduler
 from celery_hashbeat.schedules import hashcron, hashinterval
-from celery_hashbeat.worker import (
-    leases,  # noqa: F401 - connects the worker's side of the run lease
-    outcomes,  # noqa: F401 - connects the worker's side of the history
-)
+from celery_hashbeat.worker import signals  # noqa: F401 - connects the worker's receivers
 
 __all__ += [
     "AdminError",

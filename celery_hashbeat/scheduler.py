@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 from celery import beat
 from celery.exceptions import ImproperlyConfigured
-from celery.utils.log import get_logger
 
+from celery_hashbeat._logs import SCHEDULER
 from celery_hashbeat.beat.census import WorkerCensus
 from celery_hashbeat.beat.collector import building
 from celery_hashbeat.beat.compat import LiveSchedule, apply_changes, warn_differences
@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from celery import Celery
     from celery.beat import ScheduleEntry
 
-logger = get_logger("celery_hashbeat.scheduler")
+logger = SCHEDULER
 
 #: Celery's default ``--schedule`` file, which the beat command passes whether or not it was set.
 CELERY_SCHEDULE_FILE = "celerybeat-schedule"
@@ -346,7 +346,7 @@ class Scheduler(beat.Scheduler):
                 "ready": ready,
                 "detail": why,
             },
-            "broker_outage": self.publisher.outage,
+            "broker_outage": self.publisher.outage.cause,
             "seconds_since_tick": round(self.watch.since_tick(), 3),
         }
 

@@ -9,7 +9,6 @@ configured with ``namespace="CELERY"``.
 from __future__ import annotations
 
 import difflib
-import logging
 import math
 import threading
 from collections.abc import Mapping
@@ -17,6 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from celery.exceptions import ImproperlyConfigured
+
+from celery_hashbeat._logs import SETTINGS
+from celery_hashbeat._outage import Once
 
 CATCH_UP_MODES = ("latest", "all", "skip")
 
@@ -45,10 +47,10 @@ KNOWN_SETTINGS = (
     "hashbeat_store_min_replicas",
 )
 
-logger = logging.getLogger("celery_hashbeat.settings")
+logger = SETTINGS
 
 #: Unknown settings already warned about: Celery builds the scheduler twice at start.
-_warned: set[str] = set()
+_warned = Once()
 
 
 class ConfigurationExit(SystemExit):
@@ -377,9 +379,8 @@ def warn_unknown(conf: Any) -> None:
     ``hashbeat_lease_tll`` or a spelling the app does not read (``CELERY_HASHBEAT_*`` without
     Django's namespace), naming what to write: otherwise the default applies without a word."""
     for key in sorted(map(str, conf)):
-        if key in _warned or "hashbeat_" not in key.lower():
+        if "hashbeat_" not in key.lower():
             continue
         problem = unread_setting(key, conf)
-        if problem is not None:
-            _warned.add(key)
+        if problem is not None and _warned.first(key):
             logger.warning("celery_hashbeat: %s", problem)

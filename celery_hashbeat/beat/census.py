@@ -11,12 +11,12 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from celery.utils.log import get_logger
+from celery_hashbeat._logs import FANOUT
 
 if TYPE_CHECKING:
     from celery import Celery
 
-logger = get_logger("celery_hashbeat.fanout")
+logger = FANOUT
 
 #: How long the leader waits for workers to answer its ping (seconds).
 PING_TIMEOUT = 1.0

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterator, MutableMapping
 from typing import TYPE_CHECKING, Any
 
-from celery.utils.log import get_logger
+from celery_hashbeat._logs import BEAT, COMPAT
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -28,9 +28,9 @@ if TYPE_CHECKING:
     from celery_hashbeat.settings import Settings
 
 #: Celery's beat logger: the send lines are logged there, as Celery's own scheduler logs them.
-BEAT_LOGGER = get_logger("celery.beat")
+BEAT_LOGGER = BEAT
 
-logger = get_logger(__name__)
+logger = COMPAT
 
 #: How many entry names a start-up warning lists before it says "and N more".
 NAMES_SHOWN = 5

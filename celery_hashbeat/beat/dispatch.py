@@ -16,8 +16,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
-from celery.utils.log import get_logger
-
+from celery_hashbeat._logs import SCHEDULER
 from celery_hashbeat.beat.collector import PASS_ROOM_MS, Freezer
 from celery_hashbeat.beat.compat import BEAT_LOGGER
 from celery_hashbeat.beat.overlap import WAIT_POLL_MS, Overlaps, Verdict, run_guard
@@ -39,7 +38,7 @@ if TYPE_CHECKING:
     from celery_hashbeat.store.base import Fence
 
 #: The scheduler's logger: operators filter one name for everything a beat says about its slots.
-logger = get_logger("celery_hashbeat.scheduler")
+logger = SCHEDULER
 
 #: The most slots claimed in one store call; a larger backlog is drained over consecutive ticks.
 BATCH = 1000
@@ -345,7 +344,7 @@ class Dispatcher:
         """When to wake for the slot at ``head`` (epoch ms): at the slot itself, or before it
         to make its message."""
         publisher = self._publisher
-        return head if publisher.outage is not None else publisher.ahead.wake_at(head)
+        return head if publisher.outage.cause is not None else publisher.ahead.wake_at(head)
 
     def make_ahead(self, head: int) -> None:
         """While nothing is due, make the messages of the slots due next (see ``ahead``); with

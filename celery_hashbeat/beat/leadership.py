@@ -13,8 +13,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
-from celery.utils.log import get_logger
-
+from celery_hashbeat._logs import SCHEDULER
 from celery_hashbeat.beat.storecalls import FAILED
 
 if TYPE_CHECKING:
@@ -31,7 +30,7 @@ if TYPE_CHECKING:
     from celery_hashbeat.store.base import Fence
 
 #: The scheduler's logger: operators filter one name for everything a beat says about its slots.
-logger = get_logger("celery_hashbeat.scheduler")
+logger = SCHEDULER
 
 
 def read_run_counts(entries: Mapping[str, Entry], fences: Mapping[str, Fence]) -> None:

@@ -14,8 +14,8 @@ import secrets
 import socket
 from typing import TYPE_CHECKING
 
-from celery.utils.log import get_logger
-
+from celery_hashbeat._logs import LEASE
+from celery_hashbeat._outage import Outage
 from celery_hashbeat.store.base import StoreAuthError, StoreError
 
 if TYPE_CHECKING:
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from celery_hashbeat.observe.watch import Watch
     from celery_hashbeat.settings import Settings
 
-logger = get_logger(__name__)
+logger = LEASE
 
 LEADER = "leader"
 STANDBY = "standby"
@@ -53,7 +53,7 @@ class Lease:
         self.due = 0.0
         self._role: str | None = None
         self._heartbeat_due = 0.0
-        self._outage: str | None = None
+        self._outage = Outage(logger, "beat: the store answers again (after: %(cause)s)")
         self._backoff = self.standby_interval / 2
         #: Until when (monotonic) the lease may still be this beat's, as far as it knows.
         self.held_until = 0.0
@@ -66,7 +66,7 @@ class Lease:
     @property
     def answering(self) -> bool:
         """Whether the store answered the last lease call."""
-        return self._outage is None
+        return self._outage.cause is None
 
     def maintain(self, calls: StoreCalls, now: float) -> bool:
         """Renew or acquire as the role asks. True when this call made this beat the leader."""
@@ -172,37 +172,38 @@ class Lease:
             self.watch.store_failed(exc)
             self.watch.leading(False, None)
         self.due = now + (RECLAIM_RETRY if now < self.held_until else self._backoff)
-        if self._outage is None:
-            self._outage = str(exc) or type(exc).__name__
-            if isinstance(exc, StoreAuthError):
-                logger.error(
-                    "beat: the store refused the credentials (%s): %senqueueing nothing until "
-                    "the settings are fixed; retrying",
-                    exc,
-                    stepped_down,
-                )
-            elif isinstance(exc, StoreError):
-                logger.warning(
-                    "beat: the store is unreachable (%s): %senqueueing nothing until it answers",
-                    exc,
-                    stepped_down,
-                )
-            else:
-                logger.error(
-                    "beat: the store failed: %senqueueing nothing until it answers",
-                    stepped_down,
-                    exc_info=exc,
-                )
-        elif logger.isEnabledFor(logging.DEBUG):
+        if isinstance(exc, StoreAuthError):
+            began = self._outage.failed(
+                exc,
+                "beat: the store refused the credentials (%s): %senqueueing nothing until the "
+                "settings are fixed; retrying",
+                exc,
+                stepped_down,
+                level=logging.ERROR,
+            )
+        elif isinstance(exc, StoreError):
+            began = self._outage.failed(
+                exc,
+                "beat: the store is unreachable (%s): %senqueueing nothing until it answers",
+                exc,
+                stepped_down,
+            )
+        else:
+            began = self._outage.failed(
+                exc,
+                "beat: the store failed: %senqueueing nothing until it answers",
+                stepped_down,
+                level=logging.ERROR,
+                traceback=True,
+            )
+        if not began and logger.isEnabledFor(logging.DEBUG):
             logger.debug("beat: the store is still unreachable: %s", exc)
         self._backoff = min(self._backoff * 2, BACKOFF_CAP)
 
     def _answered(self) -> None:
         if self.watch is not None:
             self.watch.store_answered()
-        if self._outage is not None:
-            logger.info("beat: the store answers again (after: %s)", self._outage)
-            self._outage = None
+        self._outage.answered()
         self._backoff = self.standby_interval / 2
 
     def release(self, calls: StoreCalls) -> None:

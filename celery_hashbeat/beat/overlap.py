@@ -13,8 +13,7 @@ from collections.abc import Callable
 from enum import Enum
 from typing import TYPE_CHECKING
 
-from celery.utils.log import get_logger
-
+from celery_hashbeat._logs import OVERLAP
 from celery_hashbeat.publish.message import slot_iso, slot_task_id
 from celery_hashbeat.store.base import Claimed, RunGuard
 
@@ -23,7 +22,7 @@ if TYPE_CHECKING:
 
     from celery_hashbeat.entries.entry import Entry
 
-logger = get_logger(__name__)
+logger = OVERLAP
 
 #: How soon a slot waiting for its entry's previous run (``buffer_one``) asks again (ms).
 WAIT_POLL_MS = 250

@@ -13,8 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, NamedTuple
 from uuid import uuid5
 
-from celery.utils.log import get_logger
-
+from celery_hashbeat._logs import SCHEDULER
 from celery_hashbeat.beat.compat import BEAT_LOGGER
 from celery_hashbeat.beat.storecalls import FAILED
 from celery_hashbeat.control.definitions import (
@@ -32,7 +31,7 @@ if TYPE_CHECKING:
     from celery_hashbeat.observe.watch import Watch
     from celery_hashbeat.publish.publisher import Publisher
 
-logger = get_logger("celery_hashbeat.scheduler")
+logger = SCHEDULER
 
 
 class Run(NamedTuple):

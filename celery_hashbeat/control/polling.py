@@ -18,14 +18,14 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from celery.utils.log import get_logger
-
+from celery_hashbeat._logs import SCHEDULER
+from celery_hashbeat._outage import Once
 from celery_hashbeat.control.definitions import DefinitionError, Pause, decode, decode_pause
 
 if TYPE_CHECKING:
     from celery_hashbeat.store.controls import Changes
 
-logger = get_logger("celery_hashbeat.scheduler")
+logger = SCHEDULER
 
 #: Seconds between two reads of the change version: a change applies within a second.
 POLL_S = 0.5
@@ -58,7 +58,7 @@ class ControlState:
         #: When to poll next (monotonic seconds).
         self.due = 0.0
         #: Stored values already reported unreadable, so each is logged once.
-        self._unreadable: set[tuple[str, str]] = set()
+        self._unreadable = Once()
 
     def poll(self, changes: Changes) -> Changed:
         """Take in what the store's ``changes(self.version)`` answered: what changed since the
@@ -119,8 +119,7 @@ class ControlState:
             self.floors[name] = floor
 
     def _report(self, name: str, text: str, exc: Exception) -> None:
-        if (name, text) not in self._unreadable:
-            self._unreadable.add((name, text))
+        if self._unreadable.first((name, text)):
             logger.error(
                 "beat: skipping what the store holds for entry %r: %s (rewrite it with "
                 "`hashbeat update` or `hashbeat remove`)",

@@ -18,8 +18,8 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from celery import beat
-from celery.utils.log import get_logger
 
+from celery_hashbeat._logs import SCHEDULER
 from celery_hashbeat.entries.balancing import Balancer
 from celery_hashbeat.entries.building import as_definition, build_entry
 from celery_hashbeat.entries.entry import Entry, EntryError
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from celery_hashbeat.settings import Settings
     from celery_hashbeat.store.base import Fence
 
-logger = get_logger("celery_hashbeat.scheduler")
+logger = SCHEDULER
 
 #: The worker a fanned-out entry is built for when it has no copy now, to see what it runs.
 PROBE_NODE = "celery@probe"

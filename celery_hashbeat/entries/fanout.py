@@ -14,13 +14,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from celery.utils.log import get_logger
 from celery.utils.nodenames import worker_direct
+
+from celery_hashbeat._logs import FANOUT
 
 if TYPE_CHECKING:
     pass
 
-logger = get_logger(__name__)
+logger = FANOUT
 
 #: ``"workers": "*"``: every worker that answers the leader's ping.
 EVERY_WORKER = "*"

@@ -5,7 +5,7 @@ A record is one line of JSON, so that any tool can read it: the outcome, the slo
 when it happened, and what else the outcome knows (the sending beat, the task id, the lateness,
 the reason of a skip, a run's duration). The beat writes ``sent``, ``skipped``, ``missed`` and
 ``trigger``; the worker that runs a slot's task writes ``started``, ``succeeded`` and ``failed``
-(running.py). The store keeps the newest HISTORY_CAP per entry.
+(worker/outcomes.py). The store keeps the newest HISTORY_CAP per entry.
 
 The beat never makes a store call for its history: records wait in an Outbox and ride on the next
 claim or lease renewal (at most one renewal period later), calls the beat makes anyway. A record

@@ -21,12 +21,12 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from celery.utils.log import get_logger
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from celery_hashbeat._logs import HTTP
 from celery_hashbeat.observe.watch import Watch
 
-logger = get_logger(__name__)
+logger = HTTP
 
 #: A client that sends nothing for this long is dropped (seconds).
 CLIENT_TIMEOUT = 5.0

@@ -22,6 +22,24 @@ if TYPE_CHECKING:
 #: Fixed forever: changing it breaks deduplication across releases.
 NAMESPACE = uuid.UUID("46f53fda-c94e-4ed5-bf27-9d8b09c0a1e3")
 
+# Every message header celery_hashbeat sets or reads. Tasks, workers and other tools read them by
+# these names: they never change.
+#: The entry a slot's (or trigger's) task was sent for.
+ENTRY_HEADER = "hashbeat_entry"
+#: The slot, ISO 8601 in UTC to the millisecond (``slot_iso``).
+SLOT_HEADER = "hashbeat_slot"
+#: When an operator asked for a trigger's one run; set instead of ``SLOT_HEADER``.
+TRIGGER_HEADER = "hashbeat_trigger"
+#: A guarded entry's run-lease TTL in seconds: the worker keeps the lease alive
+#: (docs/design.md §12).
+RUN_TTL_HEADER = "hashbeat_run_ttl"
+#: Celery's beat marks its sends with it; hashbeat's sends carry it too.
+BEAT_TASK_HEADER = "celery_beat_task"
+#: Celery's own header (message protocol 2) for the task id, read by the batch transports.
+TASK_ID_HEADER = "id"
+#: kombu's own header naming a compressed body's codec, set by the Redis batch transport.
+COMPRESSION_HEADER = "compression"
+
 
 def slot_task_id(entry: str, slot: int) -> str:
     """The task id of an entry's slot, the same from every beat."""
@@ -39,14 +57,14 @@ def slot_headers(entry: Entry, when: str, trigger: bool = False) -> dict[str, An
     ``hashbeat_slot``."""
     headers = {
         **(entry.options.get("headers") or {}),
-        "celery_beat_task": True,
-        "hashbeat_entry": entry.name,
-        "hashbeat_trigger" if trigger else "hashbeat_slot": when,
+        BEAT_TASK_HEADER: True,
+        ENTRY_HEADER: entry.name,
+        TRIGGER_HEADER if trigger else SLOT_HEADER: when,
     }
     if entry.run_ttl_ms:
         # The worker that runs it keeps the entry's run lease alive for as long
         # (docs/design.md §12).
-        headers["hashbeat_run_ttl"] = entry.run_ttl_ms / 1000
+        headers[RUN_TTL_HEADER] = entry.run_ttl_ms / 1000
     return headers
 
 

@@ -15,9 +15,9 @@ from collections.abc import Callable
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from celery.utils.log import get_logger
-
 from celery_hashbeat._background import Abandoned, Runner
+from celery_hashbeat._logs import SCHEDULER
+from celery_hashbeat._outage import Once, Outage
 from celery_hashbeat.publish.ahead import MARGIN_MS, Ahead, Upcoming
 from celery_hashbeat.publish.batch import TRANSIENT_ERRORS, Batch, Bulk, Settled
 from celery_hashbeat.publish.message import slot_iso, slot_task_id
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 R = TypeVar("R")
 
 #: The scheduler's logger: operators filter one name for everything a beat says about its slots.
-logger = get_logger("celery_hashbeat.scheduler")
+logger = SCHEDULER
 
 #: The most messages one broker round trip of a batch carries (one Redis pipeline).
 CHUNK = 500
@@ -87,10 +87,10 @@ class Publisher:
         self.timeout_s = timeout_s
         #: How far ahead of their slots messages were made (on this connection's sink).
         self.ahead = Ahead()
-        #: What the broker last failed with, while it is not answering; None when it answers.
-        self.outage: str | None = None
+        #: Whether the broker answers; ``outage.cause`` is its last failure while it does not.
+        self.outage = Outage(logger, "beat: the broker answers again (after: %(cause)s)")
         self._runner = Runner("hashbeat-publish")
-        self._said_unbatched = False
+        self._unbatched = Once()
 
     # The connection and what lives on it ------------------------------------------------------
 
@@ -112,9 +112,8 @@ class Publisher:
             return None
         why = unsupported(self.producer)
         if why is not None:
-            if not self._said_unbatched:
+            if self._unbatched.first():
                 logger.info("beat: publishing one message at a time: the batch path %s", why)
-                self._said_unbatched = True
             return None
         return BulkSink(self.app, self.producer, self._announce, self._sent)
 
@@ -205,7 +204,7 @@ class Publisher:
     def take_ahead(self, queue: Upcoming, head: int, now: int) -> list[tuple[Entry, int]] | None:
         """The slots whose messages to make now (see ``ahead``), or None when none are to be
         made: not yet time, the broker in an outage, or no batch sink to make them with."""
-        if not self.ahead.due(head, now) or self.outage is not None:
+        if not self.ahead.due(head, now) or self.outage.cause is not None:
             return None
         if self.sink is None:
             self.ahead.skip(now)  # nothing can be made ahead: woken at the slot
@@ -255,19 +254,17 @@ class Publisher:
     def note_outcome(self, failure: BaseException | None, waiting: int, sent: bool) -> None:
         """One log line when the broker stops answering and one when it answers again."""
         if failure is not None:
-            if self.outage is None:
-                logger.warning(
-                    "beat: the broker is not answering (%s: %s): %d slot(s) given back and "
-                    "retried every %.0fs until it does",
-                    type(failure).__name__,
-                    failure,
-                    waiting,
-                    PUBLISH_RETRY_MS / 1000,
-                )
-            self.outage = str(failure) or type(failure).__name__
-        elif sent and self.outage is not None:
-            logger.info("beat: the broker answers again (after: %s)", self.outage)
-            self.outage = None
+            self.outage.failed(
+                failure,
+                "beat: the broker is not answering (%s: %s): %d slot(s) given back and retried "
+                "every %.0fs until it does",
+                type(failure).__name__,
+                failure,
+                waiting,
+                PUBLISH_RETRY_MS / 1000,
+            )
+        elif sent:
+            self.outage.answered()
 
     def close(self, give_up: Callable[[], bool]) -> None:
         """Release the connection (on the broker's thread, waiting at most as ``give_up``

@@ -32,14 +32,15 @@ from __future__ import annotations
 
 import abc
 import json
-import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from celery_hashbeat._logs import STORE
+from celery_hashbeat._outage import Once
 from celery_hashbeat.errors import HashbeatError
 from celery_hashbeat.store.controls import Changes, ControlRecords
 
-logger = logging.getLogger("celery_hashbeat.store")
+logger = STORE
 
 #: The most outcomes kept per entry's history; older ones are dropped as new ones come in.
 HISTORY_CAP = 100
@@ -183,7 +184,7 @@ class Store(ControlRecords, abc.ABC):
         self.url = url
         self._records = records
         #: The (entry, value) pairs already logged as unreadable, so each is logged once.
-        self._unreadable: set[tuple[str, str]] = set()
+        self._unreadable = Once()
 
     def edit(
         self, name: str, values: Mapping[str, str | None], require: bool | None = None
@@ -229,8 +230,7 @@ class Store(ControlRecords, abc.ABC):
                     parsed = Fence(fence.slot, fence.token, fence.fingerprint, count), parsed[1]
                 fences[entry] = parsed
                 continue
-            if (entry, value) not in self._unreadable:
-                self._unreadable.add((entry, value))
+            if self._unreadable.first((entry, value)):
                 logger.warning(
                     "store %s: the fence of entry %r is %r, which is not a fence; skipping it "
                     "(the entry is treated as never sent, and its next claim overwrites it)",

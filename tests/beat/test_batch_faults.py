@@ -142,13 +142,13 @@ def test_slots_refused_by_a_dead_broker_are_given_back_and_sent_once_it_returns(
     private_redis.kill()
     clock.advance(60)
     beat.tick()  # claims the six slots; the broker refuses: all given back
-    assert beat.publisher.outage is not None
+    assert beat.publisher.outage.cause is not None
     assert not beat.dispatcher.owed
     private_redis.start()
     clock.advance(1.5)
     beat.tick()
     assert sorted(queued(private_redis)) == NAMES
-    assert beat.publisher.outage is None
+    assert beat.publisher.outage.cause is None
 
 
 def test_what_reached_the_broker_is_never_sent_again(

@@ -27,6 +27,7 @@ from celery import signals
 from kombu import Producer
 
 from celery_hashbeat.publish.batch import MayHaveGone
+from celery_hashbeat.publish.message import SLOT_HEADER, TASK_ID_HEADER
 from celery_hashbeat.publish.transports.redis import Signal, signal_for
 
 if TYPE_CHECKING:
@@ -60,7 +61,7 @@ class FrameStencil:
         frames: bytes,
         signal: Signal | None,
     ) -> FrameStencil | None:
-        task_id, slot = headers["id"].encode(), headers["hashbeat_slot"].encode()
+        task_id, slot = headers[TASK_ID_HEADER].encode(), headers[SLOT_HEADER].encode()
         if task_id not in frames or frames.count(slot) != 1:
             return None  # the slot's text occurs in the message elsewhere: no stencil
         return cls(reply_to, channel, task_id, slot, frames, signal)

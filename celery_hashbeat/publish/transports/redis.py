@@ -27,6 +27,7 @@ from kombu.entity import Exchange, maybe_delivery_mode
 from kombu.serialization import dumps
 
 from celery_hashbeat.publish.batch import MayHaveGone
+from celery_hashbeat.publish.message import COMPRESSION_HEADER, SLOT_HEADER, TASK_ID_HEADER
 from celery_hashbeat.publish.plans import Built, Plan
 
 #: The commands kombu hands over, and which of them deliver a message (the others only tend
@@ -78,8 +79,8 @@ class Stencil:
         commands: list[Command],
         signal: tuple[dict[str, Any], Any] | None,
     ) -> Stencil | None:
-        task_id = headers["id"]
-        slot = json.dumps(headers["hashbeat_slot"])
+        task_id = headers[TASK_ID_HEADER]
+        slot = json.dumps(headers[SLOT_HEADER])
         tag = json.dumps(tag)
         texts = [arg for _, args in commands for arg in args if isinstance(arg, str)]
         messages = [text for text in texts if task_id in text]
@@ -118,7 +119,7 @@ def signal_for(signal: Signal | None, was: str, task_id: str, when: str) -> Sign
     assert signal is not None, "a stencil without them is not used while they are wanted"
     headers, body = signal
     headers = {k: task_id if v == was else v for k, v in headers.items()}
-    headers["hashbeat_slot"] = when
+    headers[SLOT_HEADER] = when
     return headers, body
 
 
@@ -151,7 +152,7 @@ class RedisPipeline:
             properties["expiration"] = str(int(expiration * 1000))
         content_type, content_encoding, data = encoded or dumps(body, serializer=plan.serializer)
         if plan.compression:
-            data, headers["compression"] = compress(data, plan.compression)
+            data, headers[COMPRESSION_HEADER] = compress(data, plan.compression)
         kombu_message = channel.prepare_message(
             data, priority, content_type, content_encoding, headers, properties
         )
