@@ -41,11 +41,10 @@ from celery_hashbeat.beat.sending import Sending
 from celery_hashbeat.beat.slotqueue import SlotQueue
 from celery_hashbeat.beat.stopping import GRACE, StopRequests
 from celery_hashbeat.control.polling import Controls
-from celery_hashbeat.entries.bounds import EntryFinished
 from celery_hashbeat.entries.catalog import Catalog
-from celery_hashbeat.entries.entry import Entry, EntryError
+from celery_hashbeat.entries.entry import Entry
+from celery_hashbeat.entries.errors import EntryError, EntryFinished, ScheduleEnded, ScheduleTooSlow
 from celery_hashbeat.entries.fanout import WorkerCensus
-from celery_hashbeat.entries.slots import ScheduleEnded, ScheduleTooSlow
 from celery_hashbeat.observe.http import HealthServer, PortInUse
 from celery_hashbeat.observe.metrics import Metrics
 from celery_hashbeat.observe.watch import Watch

@@ -20,7 +20,8 @@ from celery.bin.base import CLIContext
 from celery_hashbeat.cli.output import SetupError, StoreFailure
 from celery_hashbeat.entries.balancing import Balancer
 from celery_hashbeat.entries.building import build_entry
-from celery_hashbeat.entries.entry import Entry, EntryError
+from celery_hashbeat.entries.entry import Entry
+from celery_hashbeat.entries.errors import EntryError
 from celery_hashbeat.entries.fanout import FanOut, fan_out, fanned_nodes, sub_name
 from celery_hashbeat.entries.sharing import SharedSlots
 from celery_hashbeat.expr import CronSyntaxError

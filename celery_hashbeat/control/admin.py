@@ -29,9 +29,8 @@ from celery_hashbeat.control.definitions import (
     schedule_data,
 )
 from celery_hashbeat.entries.building import as_definition, build_entry
-from celery_hashbeat.entries.entry import EntryError
+from celery_hashbeat.entries.errors import EntryError, ScheduleEnded
 from celery_hashbeat.entries.sharing import SharedSlots
-from celery_hashbeat.entries.slots import ScheduleEnded
 from celery_hashbeat.observe.history import Record
 from celery_hashbeat.observe.history import decode as decode_record
 from celery_hashbeat.settings import Settings

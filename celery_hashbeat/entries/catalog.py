@@ -15,7 +15,8 @@ from celery.utils.log import get_logger
 
 from celery_hashbeat.entries.balancing import Balancer
 from celery_hashbeat.entries.building import build_entry
-from celery_hashbeat.entries.entry import Entry, EntryError
+from celery_hashbeat.entries.entry import Entry
+from celery_hashbeat.entries.errors import EntryError
 from celery_hashbeat.entries.fanout import FanOut
 from celery_hashbeat.entries.sharing import SharedSlots, schedule_digest
 

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any, cast
 from celery.beat import BeatLazyFunc, ScheduleEntry
 
 from celery_hashbeat.entries.bounds import BoundedSlots
-from celery_hashbeat.entries.slots import ScheduleEnded, Slots, to_datetime, to_ms
+from celery_hashbeat.entries.errors import ScheduleEnded
+from celery_hashbeat.expr.slots import Slots, to_datetime, to_ms
 from celery_hashbeat.schedules import HashSchedule
 
 if TYPE_CHECKING:
@@ -34,10 +35,6 @@ ALL_CAP = 100
 MISSED_COUNT_CAP = 100
 
 _order = itertools.count()
-
-
-class EntryError(ValueError):
-    """A beat_schedule entry that cannot run; the message names the entry."""
 
 
 class Entry(ScheduleEntry):

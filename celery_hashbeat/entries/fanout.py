@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any
 from celery.utils.log import get_logger
 from celery.utils.nodenames import worker_direct
 
+from celery_hashbeat.entries.errors import FanOutError
+
 if TYPE_CHECKING:
     from celery import Celery
 
@@ -32,10 +34,6 @@ ROUTING_OPTIONS = ("queue", "exchange", "routing_key")
 
 #: How long the leader waits for workers to answer its ping (seconds).
 PING_TIMEOUT = 1.0
-
-
-class FanOutError(ValueError):
-    """A ``workers`` value that cannot be fanned out; the message names the entry."""
 
 
 def sub_name(entry: str, node: str) -> str:
