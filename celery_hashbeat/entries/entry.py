@@ -13,7 +13,7 @@ import copy
 import itertools
 from collections.abc import Iterator
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from celery.beat import BeatLazyFunc, ScheduleEntry
 
@@ -25,9 +25,6 @@ from celery_hashbeat.schedules import HashSchedule
 if TYPE_CHECKING:
     from celery import Celery
 
-    from celery_hashbeat.entries.sharing import SharedSlots
-    from celery_hashbeat.store.base import Fence
-
 #: The most missed slots ``catch_up="all"`` enqueues for one entry.
 ALL_CAP = 100
 
@@ -35,6 +32,27 @@ ALL_CAP = 100
 MISSED_COUNT_CAP = 100
 
 _order = itertools.count()
+
+
+class EntryOwner(Protocol):
+    """What an entry asks of the one that built it (sharing.SharedSlots): the app, how to hold a
+    schedule put in place of its own, and where to report that it changed."""
+
+    @property
+    def app(self) -> Celery: ...
+
+    @property
+    def changed(self) -> list[Entry]: ...
+
+    def schedule_object(self, given: Any, relative: bool) -> Any: ...
+
+
+class StoredFence(Protocol):
+    """What an entry reads of the fence the store keeps for it (store.base.Fence): the
+    fingerprint of the schedule its slot belongs to, None if that was not recorded."""
+
+    @property
+    def fingerprint(self) -> str | None: ...
 
 
 class Entry(ScheduleEntry):
@@ -94,14 +112,15 @@ class Entry(ScheduleEntry):
         fingerprint: str = "",
         overlap: str = "allow",
         run_ttl_ms: int = 0,
-        owner: SharedSlots | None = None,
+        owner: EntryOwner | None = None,
         created: int | None = None,
     ) -> None:
         self.name = name
         self.task = task
         #: The schedule object (ints and timedeltas made Celery ``schedule`` objects).
         self._schedule = schedule
-        #: The scheduler's SharedSlots: the app, and where a changed schedule is reported.
+        #: The scheduler's SharedSlots (as an EntryOwner): the app, and where a changed schedule
+        #: is reported.
         self.owner = owner
         self.source = source
         self.args = args
@@ -293,7 +312,7 @@ class Entry(ScheduleEntry):
         low = after if self.window is None else max(after, now - self.window - 1)
         return self.source.recent(low, now, 1 if self.catch_up == "latest" else ALL_CAP)
 
-    def needs_anchor(self, fence: Fence | None) -> bool:
+    def needs_anchor(self, fence: StoredFence | None) -> bool:
         """Whether the store must record where this entry's slots start: a chained schedule
         never sent, or a fence of another schedule (the entry changed; a fence whose schedule
         was not recorded counts as this one)."""
