@@ -21,6 +21,7 @@ from celery_hashbeat.entries.bounds import BoundedSlots
 from celery_hashbeat.entries.errors import ScheduleEnded
 from celery_hashbeat.expr.slots import Slots, to_datetime, to_ms
 from celery_hashbeat.schedules import HashSchedule
+from celery_hashbeat.settings import CatchUp, Overlap
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -107,10 +108,10 @@ class Entry(ScheduleEntry):
         kwargs: Any,
         options: Any,
         relative: bool,
-        catch_up: str,
+        catch_up: CatchUp,
         window: int | None,
         fingerprint: str = "",
-        overlap: str = "allow",
+        overlap: Overlap = Overlap.ALLOW,
         run_ttl_ms: int = 0,
         owner: EntryOwner | None = None,
         created: int | None = None,
@@ -307,10 +308,10 @@ class Entry(ScheduleEntry):
         self.missed = (latest, count, reason)
 
     def _missed(self, after: int, now: int) -> list[int]:
-        if self.catch_up == "skip":
+        if self.catch_up == CatchUp.SKIP:
             return []
         low = after if self.window is None else max(after, now - self.window - 1)
-        return self.source.recent(low, now, 1 if self.catch_up == "latest" else ALL_CAP)
+        return self.source.recent(low, now, 1 if self.catch_up == CatchUp.LATEST else ALL_CAP)
 
     def needs_anchor(self, fence: StoredFence | None) -> bool:
         """Whether the store must record where this entry's slots start: a chained schedule
@@ -335,7 +336,7 @@ class Entry(ScheduleEntry):
         assert slot is not None
         if self.pending is None and self._missed_after(slot, now):
             kept = self._missed(slot, now)
-            if self.catch_up == "all" and (self.window is None or slot >= now - self.window):
+            if self.catch_up == CatchUp.ALL and (self.window is None or slot >= now - self.window):
                 kept = [slot, *kept][-ALL_CAP:]
             self._head(kept, slot, now, head_dropped=slot not in kept)
             slot = cast(int, self.slot)
