@@ -35,7 +35,7 @@ class Policy(str, enum.Enum):
 
 
 class CatchUp(Policy):
-    """Which of an entry's missed slots a leader sends when it finds them (DESIGN.md §5)."""
+    """Which of an entry's missed slots a leader sends when it finds them (docs/design.md §5)."""
 
     #: Send the most recent missed slot only.
     LATEST = "latest"
@@ -47,7 +47,7 @@ class CatchUp(Policy):
 
 class Overlap(Policy):
     """What happens to a slot that falls due while the entry's previous run is queued or running
-    (DESIGN.md §12)."""
+    (docs/design.md §12)."""
 
     #: Send it anyway, as Celery's own beat does; no run lease is taken.
     ALLOW = "allow"
