@@ -35,7 +35,8 @@ from celery_hashbeat.beat.storecalls import StoreCalls
 from celery_hashbeat.beat.triggers import Triggers
 from celery_hashbeat.control.polling import ControlState
 from celery_hashbeat.entries.catalog import Catalog
-from celery_hashbeat.entries.entry import Entry, EntryError
+from celery_hashbeat.entries.entry import Entry
+from celery_hashbeat.entries.errors import EntryError
 from celery_hashbeat.observe.http import HealthServer, PortInUse
 from celery_hashbeat.observe.metrics import Metrics
 from celery_hashbeat.observe.watch import Watch

@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from celery.schedules import BaseSchedule, schedstate
 
-from celery_hashbeat.entries.slots import MILLISECOND, CronSlots, IntervalSlots, Slots, to_ms
 from celery_hashbeat.expr import parse
 from celery_hashbeat.expr.resolve import resolver_for
 from celery_hashbeat.expr.seeding import Key, draw
+from celery_hashbeat.expr.slots import MILLISECOND, CronSlots, IntervalSlots, Slots, to_ms
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -9,22 +9,60 @@ configured with ``namespace="CELERY"``.
 from __future__ import annotations
 
 import difflib
+import enum
 import math
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from celery.exceptions import ImproperlyConfigured
 
 from celery_hashbeat._logs import SETTINGS
 from celery_hashbeat._outage import Once
 
-CATCH_UP_MODES = ("latest", "all", "skip")
 
-#: What happens to a slot that falls due while the entry's previous run is queued or running
-#: (docs/design.md §12); "allow" is Celery's own behaviour.
-OVERLAP_MODES = ("allow", "skip", "buffer_one", "replace")
+class Policy(str, enum.Enum):
+    """A policy chosen by name. A member is the text users write (``"latest"``), equal to it
+    and printed, stored and sent as it, so settings, entry options, the store and every message
+    read as they did when policies were plain strings."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self.value), spec)
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+
+class CatchUp(Policy):
+    """Which of an entry's missed slots a leader sends when it finds them (docs/design.md §5)."""
+
+    #: Send the most recent missed slot only.
+    LATEST = "latest"
+    #: Send every missed slot, oldest first (the latest 100 at most).
+    ALL = "all"
+    #: Send none: wait for the next slot.
+    SKIP = "skip"
+
+
+class Overlap(Policy):
+    """What happens to a slot that falls due while the entry's previous run is queued or running
+    (docs/design.md §12)."""
+
+    #: Send it anyway, as Celery's own beat does; no run lease is taken.
+    ALLOW = "allow"
+    #: Send nothing; the slot is recorded as skipped (history, metrics, one log line).
+    SKIP = "skip"
+    #: Send the most recent such slot as soon as the run ends; older ones are skipped.
+    BUFFER_ONE = "buffer_one"
+    #: Revoke the running task and send the slot.
+    REPLACE = "replace"
+
+
+P = TypeVar("P", bound=Policy)
 
 #: Every setting the scheduler reads; any other ``hashbeat_*`` name is a typo worth a warning.
 KNOWN_SETTINGS = (
@@ -104,20 +142,24 @@ def seconds(value: object, where: str, example: str) -> float:
     return number
 
 
-def catch_up_mode(value: object, where: str) -> str:
-    """One of CATCH_UP_MODES, or an error naming ``where``."""
-    if value not in CATCH_UP_MODES:
-        choices = ", ".join(repr(mode) for mode in CATCH_UP_MODES)
-        raise ImproperlyConfigured(f"{where} must be one of {choices}, not {value!r}")
-    return str(value)
+def policy(kind: type[P], value: object, where: str) -> P:
+    """The member of ``kind`` named by ``value`` (its text, or the member), or an error naming
+    ``where`` and the choices."""
+    try:
+        return kind(value)
+    except ValueError:
+        choices = ", ".join(repr(member) for member in kind)
+        raise ImproperlyConfigured(f"{where} must be one of {choices}, not {value!r}") from None
 
 
-def overlap_mode(value: object, where: str) -> str:
-    """One of OVERLAP_MODES, or an error naming ``where``."""
-    if value not in OVERLAP_MODES:
-        choices = ", ".join(repr(mode) for mode in OVERLAP_MODES)
-        raise ImproperlyConfigured(f"{where} must be one of {choices}, not {value!r}")
-    return str(value)
+def catch_up_mode(value: object, where: str) -> CatchUp:
+    """A CatchUp policy, or an error naming ``where``."""
+    return policy(CatchUp, value, where)
+
+
+def overlap_mode(value: object, where: str) -> Overlap:
+    """An Overlap policy, or an error naming ``where``."""
+    return policy(Overlap, value, where)
 
 
 #: Text that environment-driven settings use for True and False.
@@ -147,10 +189,10 @@ class Settings:
     key_prefix: str = DEFAULT_KEY_PREFIX
     lease_ttl: float = DEFAULT_LEASE_TTL
     renew_interval: float = DEFAULT_LEASE_TTL / 3
-    catch_up: str = "latest"
+    catch_up: CatchUp = CatchUp.LATEST
     catch_up_window: float | None = None
     store_options: Mapping[str, Any] = field(default_factory=dict)
-    overlap: str = "allow"
+    overlap: Overlap = Overlap.ALLOW
     running_ttl: float = DEFAULT_RUNNING_TTL
     #: How often the leader asks which workers are alive, for entries fanned out to "*".
     workers_refresh: float = DEFAULT_WORKERS_REFRESH

@@ -22,8 +22,7 @@ from celery_hashbeat.beat.compat import BEAT_LOGGER
 from celery_hashbeat.beat.overlap import WAIT_POLL_MS, Overlaps, Verdict, run_guard
 from celery_hashbeat.beat.slotqueue import SlotQueue
 from celery_hashbeat.beat.storecalls import FAILED
-from celery_hashbeat.entries.bounds import EntryFinished
-from celery_hashbeat.entries.slots import ScheduleEnded, ScheduleTooSlow
+from celery_hashbeat.entries.errors import EntryFinished, ScheduleEnded, ScheduleTooSlow
 from celery_hashbeat.publish.batch import Outcome, Settled
 from celery_hashbeat.publish.message import slot_iso, slot_task_id
 from celery_hashbeat.publish.publisher import PUBLISH_RETRY_MS

@@ -20,7 +20,8 @@ from celery.bin.base import CLIContext
 from celery_hashbeat.cli.output import SetupError, StoreFailure
 from celery_hashbeat.control.admin import Planned, plan_schedule
 from celery_hashbeat.entries.catalog import Catalog
-from celery_hashbeat.entries.entry import Entry, EntryError
+from celery_hashbeat.entries.entry import Entry
+from celery_hashbeat.entries.errors import EntryError
 from celery_hashbeat.expr import CronSyntaxError
 from celery_hashbeat.expr.zones import load_zone
 from celery_hashbeat.settings import DEFAULT_KEY_PREFIX, Settings

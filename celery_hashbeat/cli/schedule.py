@@ -33,7 +33,7 @@ from celery_hashbeat.cli.output import (
 )
 from celery_hashbeat.cli.terms import crontab_text
 from celery_hashbeat.entries.entry import Entry
-from celery_hashbeat.entries.slots import IntervalSlots
+from celery_hashbeat.expr.slots import IntervalSlots
 from celery_hashbeat.schedules import hashcron, hashinterval
 from celery_hashbeat.store.base import Fence, Roster
 

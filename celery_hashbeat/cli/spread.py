@@ -22,9 +22,9 @@ from celery_hashbeat.cli.loading import app_option, build_entries, find_celery_a
 from celery_hashbeat.cli.output import SetupError, echo_json, json_option
 from celery_hashbeat.cli.terms import lowest
 from celery_hashbeat.entries.entry import Entry
-from celery_hashbeat.entries.slots import ChainSlots, CronSlots, IntervalSlots, Slots, to_ms
 from celery_hashbeat.expr import CronExpr, CronSyntaxError, parse
 from celery_hashbeat.expr.balance import assign, terms_of
+from celery_hashbeat.expr.slots import ChainSlots, CronSlots, IntervalSlots, Slots, to_ms
 from celery_hashbeat.schedules import hashcron, hashinterval
 
 if TYPE_CHECKING:

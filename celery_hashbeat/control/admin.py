@@ -32,7 +32,7 @@ from celery_hashbeat.control.definitions import (
 from celery_hashbeat.control.polling import ControlState
 from celery_hashbeat.entries.building import as_definition
 from celery_hashbeat.entries.catalog import Catalog
-from celery_hashbeat.entries.entry import EntryError
+from celery_hashbeat.entries.errors import EntryError
 from celery_hashbeat.observe.history import Record
 from celery_hashbeat.observe.history import decode as decode_record
 from celery_hashbeat.settings import Settings

@@ -9,11 +9,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from celery_hashbeat.entries.slots import ScheduleEnded, Slots, to_datetime, to_ms
-
-
-class EntryFinished(ScheduleEnded):
-    """The entry reached its ``end`` or its ``max_runs``: done as asked, not a fault."""
+from celery_hashbeat.entries.errors import EntryFinished
+from celery_hashbeat.expr.slots import Slots, to_datetime, to_ms
 
 
 class BoundedSlots(Slots):

@@ -15,14 +15,10 @@ from celery.beat import ScheduleEntry
 from celery.schedules import crontab
 
 from celery_hashbeat.entries.bounds import BoundedSlots, bound_ms, check_bounds
-from celery_hashbeat.entries.entry import Entry, EntryError
-from celery_hashbeat.entries.slots import (
-    DerivedSlots,
-    ScheduleEnded,
-    ScheduleTooSlow,
-    Slots,
-    to_datetime,
-)
+from celery_hashbeat.entries.derived import DerivedSlots
+from celery_hashbeat.entries.entry import Entry
+from celery_hashbeat.entries.errors import EntryError, ScheduleEnded, ScheduleTooSlow
+from celery_hashbeat.expr.slots import Slots, to_datetime
 from celery_hashbeat.settings import catch_up_mode, catch_up_window, overlap_mode
 
 if TYPE_CHECKING:

@@ -22,7 +22,8 @@ from celery import beat
 from celery_hashbeat._logs import SCHEDULER
 from celery_hashbeat.entries.balancing import Balancer
 from celery_hashbeat.entries.building import as_definition, build_entry
-from celery_hashbeat.entries.entry import Entry, EntryError
+from celery_hashbeat.entries.entry import Entry
+from celery_hashbeat.entries.errors import EntryError
 from celery_hashbeat.entries.fanout import FanOut, sub_name
 from celery_hashbeat.entries.sharing import SharedSlots, schedule_digest
 

@@ -13,19 +13,18 @@ import copy
 import itertools
 from collections.abc import Iterator
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from celery.beat import BeatLazyFunc, ScheduleEntry
 
 from celery_hashbeat.entries.bounds import BoundedSlots
-from celery_hashbeat.entries.slots import ScheduleEnded, Slots, to_datetime, to_ms
+from celery_hashbeat.entries.errors import ScheduleEnded
+from celery_hashbeat.expr.slots import Slots, to_datetime, to_ms
 from celery_hashbeat.schedules import HashSchedule
+from celery_hashbeat.settings import CatchUp, Overlap
 
 if TYPE_CHECKING:
     from celery import Celery
-
-    from celery_hashbeat.entries.sharing import SharedSlots
-    from celery_hashbeat.store.base import Fence
 
 #: The most missed slots ``catch_up="all"`` enqueues for one entry.
 ALL_CAP = 100
@@ -36,8 +35,25 @@ MISSED_COUNT_CAP = 100
 _order = itertools.count()
 
 
-class EntryError(ValueError):
-    """A beat_schedule entry that cannot run; the message names the entry."""
+class EntryOwner(Protocol):
+    """What an entry asks of the one that built it (sharing.SharedSlots): the app, how to hold a
+    schedule put in place of its own, and where to report that it changed."""
+
+    @property
+    def app(self) -> Celery: ...
+
+    @property
+    def changed(self) -> list[Entry]: ...
+
+    def schedule_object(self, given: Any, relative: bool) -> Any: ...
+
+
+class StoredFence(Protocol):
+    """What an entry reads of the fence the store keeps for it (store.base.Fence): the
+    fingerprint of the schedule its slot belongs to, None if that was not recorded."""
+
+    @property
+    def fingerprint(self) -> str | None: ...
 
 
 class Entry(ScheduleEntry):
@@ -92,19 +108,20 @@ class Entry(ScheduleEntry):
         kwargs: Any,
         options: Any,
         relative: bool,
-        catch_up: str,
+        catch_up: CatchUp,
         window: int | None,
         fingerprint: str = "",
-        overlap: str = "allow",
+        overlap: Overlap = Overlap.ALLOW,
         run_ttl_ms: int = 0,
-        owner: SharedSlots | None = None,
+        owner: EntryOwner | None = None,
         created: int | None = None,
     ) -> None:
         self.name = name
         self.task = task
         #: The schedule object (ints and timedeltas made Celery ``schedule`` objects).
         self._schedule = schedule
-        #: The scheduler's SharedSlots: the app, and where a changed schedule is reported.
+        #: The scheduler's SharedSlots (as an EntryOwner): the app, and where a changed schedule
+        #: is reported.
         self.owner = owner
         self.source = source
         self.args = args
@@ -291,12 +308,12 @@ class Entry(ScheduleEntry):
         self.missed = (latest, count, reason)
 
     def _missed(self, after: int, now: int) -> list[int]:
-        if self.catch_up == "skip":
+        if self.catch_up == CatchUp.SKIP:
             return []
         low = after if self.window is None else max(after, now - self.window - 1)
-        return self.source.recent(low, now, 1 if self.catch_up == "latest" else ALL_CAP)
+        return self.source.recent(low, now, 1 if self.catch_up == CatchUp.LATEST else ALL_CAP)
 
-    def needs_anchor(self, fence: Fence | None) -> bool:
+    def needs_anchor(self, fence: StoredFence | None) -> bool:
         """Whether the store must record where this entry's slots start: a chained schedule
         never sent, or a fence of another schedule (the entry changed; a fence whose schedule
         was not recorded counts as this one)."""
@@ -319,7 +336,7 @@ class Entry(ScheduleEntry):
         assert slot is not None
         if self.pending is None and self._missed_after(slot, now):
             kept = self._missed(slot, now)
-            if self.catch_up == "all" and (self.window is None or slot >= now - self.window):
+            if self.catch_up == CatchUp.ALL and (self.window is None or slot >= now - self.window):
                 kept = [slot, *kept][-ALL_CAP:]
             self._head(kept, slot, now, head_dropped=slot not in kept)
             slot = cast(int, self.slot)

@@ -12,14 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from celery.utils.nodenames import worker_direct
 
 from celery_hashbeat._logs import FANOUT
-
-if TYPE_CHECKING:
-    pass
+from celery_hashbeat.entries.errors import FanOutError
 
 logger = FANOUT
 
@@ -28,10 +26,6 @@ EVERY_WORKER = "*"
 
 #: Options that would send a sub-entry somewhere other than its worker's direct queue.
 ROUTING_OPTIONS = ("queue", "exchange", "routing_key")
-
-
-class FanOutError(ValueError):
-    """A ``workers`` value that cannot be fanned out; the message names the entry."""
 
 
 def sub_name(entry: str, node: str) -> str:

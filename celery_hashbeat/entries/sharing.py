@@ -16,15 +16,9 @@ from typing import TYPE_CHECKING, Any, cast
 
 from celery.schedules import BaseSchedule, crontab, schedule, solar
 
-from celery_hashbeat.entries.entry import EntryError
-from celery_hashbeat.entries.slots import (
-    ChainSlots,
-    CronSlots,
-    DerivedSlots,
-    Slots,
-    crontab_slots,
-    duration_ms,
-)
+from celery_hashbeat.entries.derived import DerivedSlots, crontab_slots
+from celery_hashbeat.entries.errors import EntryError
+from celery_hashbeat.expr.slots import ChainSlots, CronSlots, Slots, duration_ms
 from celery_hashbeat.schedules import hashcron, hashinterval
 
 if TYPE_CHECKING:

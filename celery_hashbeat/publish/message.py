@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from celery.beat import BeatLazyFunc
 
-from celery_hashbeat.entries.slots import to_datetime
+from celery_hashbeat.expr.slots import to_datetime
 
 if TYPE_CHECKING:
     from celery import Celery

@@ -12,7 +12,7 @@ import pytest
 from celery import Celery
 
 from celery_hashbeat import hashcron
-from celery_hashbeat.entries.slots import CronSlots
+from celery_hashbeat.expr.slots import CronSlots
 from celery_hashbeat.store import Store, open_store
 
 from .conftest import Clock, ticks

@@ -18,7 +18,7 @@ from celery.beat import Service
 from celery.contrib.testing.worker import start_worker
 
 from celery_hashbeat import hashcron, hashinterval
-from celery_hashbeat.entries.slots import to_ms
+from celery_hashbeat.expr.slots import to_ms
 from celery_hashbeat.publish.message import slot_task_id
 from celery_hashbeat.store import open_store
 

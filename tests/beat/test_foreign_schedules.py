@@ -17,17 +17,12 @@ from celery import Celery
 from celery.schedules import BaseSchedule, schedstate
 
 from celery_hashbeat import Scheduler
-from celery_hashbeat.entries import slots
+from celery_hashbeat.entries import derived
 from celery_hashbeat.entries.building import build_entry
-from celery_hashbeat.entries.entry import EntryError
+from celery_hashbeat.entries.derived import DerivedSlots, private_copy
+from celery_hashbeat.entries.errors import EntryError, ScheduleTooSlow
 from celery_hashbeat.entries.sharing import SharedSlots
-from celery_hashbeat.entries.slots import (
-    DerivedSlots,
-    ScheduleTooSlow,
-    private_copy,
-    to_datetime,
-    to_ms,
-)
+from celery_hashbeat.expr.slots import to_datetime, to_ms
 from celery_hashbeat.settings import Settings
 
 from .conftest import T0, Broker, Clock, ticks
@@ -171,7 +166,7 @@ def test_schedules_that_cannot_answer_are_skipped_by_name_with_one_line(
 def test_a_slow_answer_refuses_the_schedule_from_then_on(
     utc_app: Celery, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(slots, "ANSWER_BUDGET", 0.01)
+    monkeypatch.setattr(derived, "ANSWER_BUDGET", 0.01)
     with pytest.raises(EntryError, match=r"entry 'e': .*took 0\.\d s to say its next slot"):
         build(utc_app, Slow())
     source = DerivedSlots(Slow(), utc_app)
@@ -188,7 +183,7 @@ def test_a_catch_up_too_slow_to_list_is_refused(
 ) -> None:
     slow = Slow()
     slow.delay = 0.002
-    monkeypatch.setattr(slots, "WALK_BUDGET", 0.2)
+    monkeypatch.setattr(derived, "WALK_BUDGET", 0.2)
     source = DerivedSlots(slow, utc_app)
     assert source.recent(START, START + 10 * MINUTE, 100) == [
         START + n * MINUTE for n in range(1, 11)

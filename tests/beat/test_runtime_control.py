@@ -21,7 +21,7 @@ from celery_hashbeat.control import polling as control
 from celery_hashbeat.control.admin import AdminError, ScheduleAdmin, UnknownEntryError
 from celery_hashbeat.entries.building import as_definition, build_entry
 from celery_hashbeat.entries.sharing import SharedSlots
-from celery_hashbeat.entries.slots import to_datetime
+from celery_hashbeat.expr.slots import to_datetime
 from celery_hashbeat.observe.history import decode
 from celery_hashbeat.publish.message import slot_task_id
 from celery_hashbeat.settings import Settings

@@ -13,8 +13,8 @@ from celery.schedules import BaseSchedule
 
 from celery_hashbeat import CronSyntaxError, hashcron, hashinterval, parse
 from celery_hashbeat.entries.sharing import SharedSlots
-from celery_hashbeat.entries.slots import to_ms
 from celery_hashbeat.expr.seeding import draw
+from celery_hashbeat.expr.slots import to_ms
 
 UTC = timezone.utc
 

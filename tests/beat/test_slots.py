@@ -12,12 +12,12 @@ from hypothesis import strategies as st
 from redbeat.schedules import rrule
 
 from celery_hashbeat import parse
+from celery_hashbeat.entries.derived import DerivedSlots
 from celery_hashbeat.entries.entry import ALL_CAP, Entry
 from celery_hashbeat.entries.sharing import SharedSlots
-from celery_hashbeat.entries.slots import (
+from celery_hashbeat.expr.slots import (
     ChainSlots,
     CronSlots,
-    DerivedSlots,
     IntervalSlots,
     Slots,
     to_datetime,

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from celery_hashbeat import hashcron, hashinterval, parse
-from celery_hashbeat.entries.slots import to_ms
 from celery_hashbeat.expr.seeding import draw
+from celery_hashbeat.expr.slots import to_ms
 from celery_hashbeat.store import StoreError, open_store
 from tests.chaos.app import schedule_for
 from tests.support.broker import Delivery, Recorder

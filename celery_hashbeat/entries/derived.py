@@ -1,143 +1,35 @@
-"""Slot arithmetic: when an entry fires, as UTC epoch milliseconds.
+"""Celery's own schedules as slots: a crontab evaluated by the engine, anything else asked
+through its own API.
 
-Every kind of schedule is reduced to one small interface, ``next_after`` and ``recent``, so the
-scheduler's heap and its catch-up never care which kind of schedule an entry has. Sources that many
-entries share (one expression, one crontab) remember their last answer, because entries that fire
-together ask the same question one after another.
+A Celery schedule is foreign code to the beat: a subclass may override ``is_due`` (a holiday
+calendar), and a custom one may read the real clock or take forever to answer. DerivedSlots checks
+every answer and refuses, by name, a schedule that cannot answer within its time budget, so one
+bad schedule never stalls the beat.
 """
 
 from __future__ import annotations
 
-import abc
 import copy
 import time
-from collections import deque
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from celery.schedules import BaseSchedule
 
-from celery_hashbeat.expr import NoFireTimeError, parse
+from celery_hashbeat.entries.errors import ScheduleEnded, ScheduleTooSlow
+from celery_hashbeat.expr import parse
+from celery_hashbeat.expr.slots import (
+    EPOCH,
+    MILLISECOND,
+    CronSlots,
+    Slots,
+    duration_ms,
+    to_datetime,
+    to_ms,
+)
 
 if TYPE_CHECKING:
     from celery import Celery
-
-    from celery_hashbeat.expr import CronExpr
-
-UTC = timezone.utc
-
-#: How many slots a catch-up walks forward from the last one sent before it searches back from
-#: the present instead.
-SCAN_LIMIT = 1000
-
-EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-MILLISECOND = timedelta(milliseconds=1)
-
-
-def to_datetime(ms: int) -> datetime:
-    """An aware UTC datetime for an epoch-milliseconds slot."""
-    return datetime.fromtimestamp(ms / 1000, UTC)
-
-
-def to_ms(moment: datetime) -> int:
-    """Epoch milliseconds of an aware datetime (naive ones are read as UTC, as Celery does)."""
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return (moment - EPOCH) // MILLISECOND
-
-
-def duration_ms(delta: timedelta) -> int:
-    """A duration in whole milliseconds, rounded up so a slot never lands before its instant."""
-    return -(-delta // MILLISECOND)
-
-
-class Slots(abc.ABC):
-    """The instants one entry fires at."""
-
-    __slots__ = ()
-
-    #: Whether the slots depend on where the chain started (a plain interval), so the start
-    #: must be kept in the store for every leader to agree on it.
-    chained = False
-
-    #: Whether the schedule overrides ``is_due``, so each slot is put to it before it is sent.
-    asks_is_due = False
-
-    @abc.abstractmethod
-    def next_after(self, ms: int) -> int:
-        """The first slot strictly after ``ms``."""
-
-    def consents(self, slot: int, last: int) -> bool:
-        """Whether the schedule, asked at ``slot`` with its last run at ``last``, says due."""
-        return True
-
-    def recent(self, low: int, high: int, limit: int) -> list[int]:
-        """The last ``limit`` slots in ``(low, high]``, oldest first.
-
-        A forward walk from ``low`` while it is short (exact even for a schedule whose slots
-        depend on where the chain started). A longer backlog is searched back from ``high``: a
-        window walked forward, widened until it holds ``limit`` slots or reaches ``low``, so
-        irregular schedules (weekdays only, business hours) still give all ``limit`` slots. Each
-        widening goes as far as the density seen so far says ``limit`` slots need, with a margin,
-        at least twice and at most sixteen times as wide, so the windows walked add up to a few
-        times the last one, and there are at most log2 of the backlog of them.
-        """
-        found, done = self._walk(low, high, limit, SCAN_LIMIT)
-        if done:
-            return found
-        span = max(self.next_after(high) - high, 1)
-        while True:
-            start = max(low, high - span)
-            found, _ = self._walk(start, high, limit, None)
-            if len(found) >= limit or start == low:
-                return found
-            wanted = span * limit * 5 // (4 * len(found)) if found else span * 4
-            span = min(max(wanted, span * 2), span * 16)
-
-    def _walk(self, low: int, high: int, limit: int, steps: int | None) -> tuple[list[int], bool]:
-        """The last ``limit`` slots in ``(low, high]``, and whether the walk got to ``high``
-        within ``steps`` slots (None: no bound)."""
-        found: deque[int] = deque(maxlen=limit)
-        slot = self.next_after(low)
-        while slot <= high:
-            if steps is not None and len(found) == limit and steps <= 0:
-                return list(found), False
-            found.append(slot)
-            slot = self.next_after(slot)
-            if steps is not None:
-                steps -= 1
-        return list(found), True
-
-
-class CronSlots(Slots):
-    """A parsed expression; entries whose expressions resolve alike share one."""
-
-    __slots__ = ("_after", "_next", "expr")
-
-    def __init__(self, expr: CronExpr) -> None:
-        self.expr = expr
-        self._after = -1
-        self._next = -1
-
-    def next_after(self, ms: int) -> int:
-        if ms != self._after:
-            self._next = self.expr.next_timestamp(ms // 1000) * 1000
-            self._after = ms
-        return self._next
-
-    def recent(self, low: int, high: int, limit: int) -> list[int]:
-        found: list[int] = []
-        before = high // 1000 + 1
-        while len(found) < limit:
-            try:
-                before = self.expr.prev_timestamp(before)
-            except NoFireTimeError:
-                break
-            if before * 1000 <= low:
-                break
-            found.append(before * 1000)
-        found.reverse()
-        return found
 
 
 #: Celery's crontab fields, in cron's order, with each field's whole range.
@@ -166,63 +58,11 @@ def crontab_slots(schedule: Any, zone: Any) -> CronSlots:
     return CronSlots(parse(" ".join(fields), tz=zone, day_and=True))
 
 
-class IntervalSlots(Slots):
-    """Every ``period`` ms at ``offset`` ms into each period, periods counted from the epoch."""
-
-    __slots__ = ("offset", "period")
-
-    def __init__(self, period: int, offset: int) -> None:
-        self.period = period
-        self.offset = offset
-
-    def _at_or_before(self, ms: int) -> int:
-        return ms - (ms - self.offset) % self.period
-
-    def next_after(self, ms: int) -> int:
-        return self._at_or_before(ms) + self.period
-
-    def recent(self, low: int, high: int, limit: int) -> list[int]:
-        last = self._at_or_before(high)
-        first = max(self.next_after(low), last - (limit - 1) * self.period)
-        return list(range(first, last + 1, self.period))
-
-
-class ChainSlots(Slots):
-    """Celery's plain ``schedule``: each slot ``every`` ms after the one before, as its
-    ``remaining_estimate`` computes, without a call per slot."""
-
-    __slots__ = ("every",)
-    chained = True
-
-    def __init__(self, every: int) -> None:
-        if every < 1:
-            raise ValueError(f"the interval must be at least 1 ms, not {every} ms")
-        self.every = every
-
-    def next_after(self, ms: int) -> int:
-        return ms + self.every
-
-    def recent(self, low: int, high: int, limit: int) -> list[int]:
-        if high <= low:
-            return []
-        last = low + (high - low) // self.every * self.every
-        first = max(low + self.every, last - (limit - 1) * self.every)
-        return list(range(first, last + 1, self.every))
-
-
 #: The longest a Celery schedule may take to say its next slot, and to list a catch-up's missed
 #: slots (seconds). A schedule that takes longer once is refused from then on: the beat has other
 #: entries to run, and nothing interrupts a pure Python loop safely.
 ANSWER_BUDGET = 1.0
 WALK_BUDGET = 10 * ANSWER_BUDGET
-
-
-class ScheduleEnded(ValueError):  # noqa: N818 - reads as what happened
-    """A Celery schedule with no slot left (a recurrence with a count or an end)."""
-
-
-class ScheduleTooSlow(ValueError):  # noqa: N818 - reads as what happened
-    """A Celery schedule that cannot say its slots in bounded time."""
 
 
 def private_copy(schedule: BaseSchedule) -> Any:
