@@ -30,6 +30,7 @@ from kombu.serialization import dumps
 from celery_hashbeat.publish.message import slot_headers, slot_iso, slot_task_id
 from celery_hashbeat.publish.plans import Built, Defaults, Plan, make_plan, plannable
 from celery_hashbeat.publish.transports.amqp import AmqpWrites, coalescable
+from celery_hashbeat.publish.transports.producer import ProducerOutput
 from celery_hashbeat.publish.transports.redis import RedisPipeline
 
 if TYPE_CHECKING:
@@ -69,42 +70,6 @@ class Ready(NamedTuple):
     reply_to: str
     made: Any  # the output's own form (``RedisPipeline.encode``, ``AmqpWrites.encode``)
     unsent: Unsent
-
-
-class ProducerOutput:
-    """Each message published at once through the producer: AMQP writes it without waiting for
-    the broker (unless publisher confirms are on); a Redis channel without batching (kombu
-    before 5.7, or redis-py retries configured) pushes it in its own round trip."""
-
-    immediate = True
-
-    def __init__(self, producer: Any) -> None:
-        self.producer = producer
-
-    def publish(self, message: Built) -> None:
-        plan, body, encoded, headers, properties = message
-        to = plan.destination
-        self.producer.publish(
-            body if encoded is None else encoded[2],
-            exchange=to.exchange,
-            routing_key=to.routing_key,
-            serializer=plan.serializer,
-            content_type=None if encoded is None else encoded[0],
-            content_encoding=None if encoded is None else encoded[1],
-            compression=plan.compression,
-            retry=False,
-            delivery_mode=to.delivery_mode,
-            headers=headers,
-            timeout=plan.timeout,
-            confirm_timeout=plan.confirm_timeout,
-            **properties,
-        )
-
-    def flush(self) -> list[BaseException | None]:
-        return []
-
-    def discard(self) -> None:
-        pass
 
 
 def output_for(producer: Any) -> RedisPipeline | AmqpWrites | ProducerOutput:

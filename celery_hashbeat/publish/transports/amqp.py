@@ -28,13 +28,13 @@ from kombu import Producer
 
 from celery_hashbeat.publish.batch import MayHaveGone
 from celery_hashbeat.publish.message import SLOT_HEADER, TASK_ID_HEADER
-from celery_hashbeat.publish.transports.redis import Signal, signal_for
+from celery_hashbeat.publish.transports.stencil import Signal, signal_for
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from celery_hashbeat.publish.plans import Built, Plan
-    from celery_hashbeat.publish.sink import ProducerOutput
+    from celery_hashbeat.publish.transports.producer import ProducerOutput
 
 #: The longest wait for the broker's next confirm (seconds) before the chunk is given up as
 #: unknown; the scheduler leaves a publish behind sooner if it waits longer than its timeout.

@@ -29,6 +29,7 @@ from kombu.serialization import dumps
 from celery_hashbeat.publish.batch import MayHaveGone
 from celery_hashbeat.publish.message import COMPRESSION_HEADER, SLOT_HEADER, TASK_ID_HEADER
 from celery_hashbeat.publish.plans import Built, Plan
+from celery_hashbeat.publish.transports.stencil import signal_for
 
 #: The commands kombu hands over, and which of them deliver a message (the others only tend
 #: the queue, such as ``pexpire``).
@@ -108,19 +109,6 @@ class Stencil:
         """The headers and body of the message ``commands_for`` makes, for
         ``after_task_publish``."""
         return signal_for(self.signal, self.task_id, task_id, when)
-
-
-Signal = tuple[dict[str, Any], Any]
-
-
-def signal_for(signal: Signal | None, was: str, task_id: str, when: str) -> Signal:
-    """A stencil's headers and body for ``after_task_publish``, as another slot's message has
-    them: its task id where the stencil's was, and its ``hashbeat_slot``."""
-    assert signal is not None, "a stencil without them is not used while they are wanted"
-    headers, body = signal
-    headers = {k: task_id if v == was else v for k, v in headers.items()}
-    headers[SLOT_HEADER] = when
-    return headers, body
 
 
 class RedisPipeline:
