@@ -33,6 +33,7 @@ from celery_hashbeat.control.polling import ControlState
 from celery_hashbeat.entries.building import as_definition
 from celery_hashbeat.entries.catalog import Catalog
 from celery_hashbeat.entries.errors import EntryError
+from celery_hashbeat.errors import HashbeatError
 from celery_hashbeat.observe.history import Record
 from celery_hashbeat.observe.history import decode as decode_record
 from celery_hashbeat.settings import Settings
@@ -54,7 +55,7 @@ NEXT_SLOTS = 10
 RECENT = 10
 
 
-class AdminError(ValueError):
+class AdminError(ValueError, HashbeatError):
     """A change refused; nothing was written. The message says what was wrong and what to do."""
 
     #: The ``hashbeat`` command's exit code for it (2: bad input, as click's usage errors).

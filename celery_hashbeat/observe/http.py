@@ -24,6 +24,7 @@ from typing import Any
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from celery_hashbeat._logs import HTTP
+from celery_hashbeat.errors import HashbeatError
 from celery_hashbeat.observe.watch import Watch
 
 logger = HTTP
@@ -32,7 +33,7 @@ logger = HTTP
 CLIENT_TIMEOUT = 5.0
 
 
-class PortInUse(Exception):  # noqa: N818 - reads as what happened
+class PortInUse(HashbeatError):  # noqa: N818 - reads as what happened
     """The configured port cannot be listened on; the message names the setting and the fix."""
 
 
