@@ -5,7 +5,7 @@ balanced hashcron entries placed by the balancer (§16), each built and checked;
 cannot run is refused by name (logged, in a beat) and skipped, the others run. It knows nothing
 of the lease or the store: what becomes of a new entry is the caller's (``added``).
 
-It is the one build path (§17, §19): the beat builds through it, and so do the ``hashbeat``
+It is the one build path (docs/design.md §8): the beat builds through it, and so do the ``hashbeat``
 commands and ``ScheduleAdmin`` (``Catalog.preview``), which ask it an entry's next slots as a
 leader plans them (``next_slots``), so what they show is what the beat does.
 """

@@ -1,5 +1,5 @@
 """``hashbeat schedule``, ``status`` and ``entries`` show the next slots the leader itself
-plans (DESIGN.md §19): the same entries (Celery's own, stored ones, copies on workers), the same
+plans: the same entries (Celery's own, stored ones, copies on workers), the same
 balanced placements and an interval counted from the anchor the leader set. A real Scheduler
 leads on the real Redis; the commands run as real processes."""
 

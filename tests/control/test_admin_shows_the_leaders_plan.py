@@ -1,4 +1,4 @@
-"""``ScheduleAdmin`` shows the slots the leader sends (DESIGN.md §19): a balanced entry at its
+"""``ScheduleAdmin`` shows the slots the leader sends: a balanced entry at its
 balanced slot, a fanned-out entry at its copies' slots, an entry that used up its ``max_runs``
 with none. A real Scheduler leads on the real Redis."""
 
