@@ -257,7 +257,7 @@ class Scheduler(beat.Scheduler):
         # surely holds.
         if lease.leader and time.monotonic() < lease.held_until:
             dispatcher.dispatch_due()
-        if time.monotonic() >= lease.due:
+        if time.monotonic() >= lease.due_s:
             leadership.maintain()
         if lease.leader:
             leadership.take_census()
@@ -270,7 +270,7 @@ class Scheduler(beat.Scheduler):
         if head is not None:
             # Woken at the slot itself (not at the millisecond before it), or before it to make
             # its messages.
-            wait = min(wait, dispatcher.wake_at(head) / 1000 - self.clock())
+            wait = min(wait, dispatcher.wake_at_ms(head) / 1000 - self.clock())
         return max(0.0, min(wait, self.max_wait))
 
     def should_sync(self) -> bool:

@@ -234,7 +234,7 @@ class Dispatcher:
         if mine:
             self._settle(self.publish(mine), now)
         if len(claimed) < len(batch):
-            self._lease.due = 0.0
+            self._lease.due_s = 0.0
             self._maintain()
 
     def publish(self, slots: list[tuple[Entry, int]]) -> list[Settled[Entry]]:
@@ -243,7 +243,7 @@ class Dispatcher:
 
     def _still_leading(self) -> bool:
         """Asked while a publish waits: keep the lease, and say whether it still holds."""
-        if time.monotonic() >= self._lease.due:
+        if time.monotonic() >= self._lease.due_s:
             self._maintain()
         return self._lease.leader
 
@@ -339,7 +339,7 @@ class Dispatcher:
 
     # Messages made ahead --------------------------------------------------------------------
 
-    def wake_at(self, head: int) -> int:
+    def wake_at_ms(self, head: int) -> int:
         """When to wake for the slot at ``head`` (epoch ms): at the slot itself, or before it
         to make its message."""
         publisher = self._publisher

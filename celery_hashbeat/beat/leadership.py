@@ -88,7 +88,7 @@ class Leadership:
     def wake_s(self) -> float:
         """When (monotonic seconds) the lease, or the controls' poll, next needs a call."""
         lease = self.lease
-        return min(lease.due, self.controls.due) if lease.answering else lease.due
+        return min(lease.due_s, self.controls.due_s) if lease.answering else lease.due_s
 
     # The lease --------------------------------------------------------------------------------
 
@@ -150,7 +150,7 @@ class Leadership:
             return
         self._dispatcher.reset(fences, now)
         self._parking.clear()
-        self.controls.due = 0.0  # the next tick sends the triggers that waited for a leader
+        self.controls.due_s = 0.0  # the next tick sends the triggers that waited for a leader
         logger.debug("beat: leading %d entries (%d forgotten)", len(entries), len(gone))
 
     def added(self, entry: Entry, now: int) -> None:
@@ -215,7 +215,7 @@ class Leadership:
         over knows it) and apply it; as leader, send the triggers waiting."""
         if not (self._calls.opened and self.lease.answering):
             return
-        if time.monotonic() < self.controls.due:
+        if time.monotonic() < self.controls.due_s:
             return
         calls = self._calls
         changes = calls.attempt(calls.store.changes, self.controls.version)

@@ -42,7 +42,7 @@ def new_token() -> str:
 
 
 class Lease:
-    """One beat's side of the lease. ``due`` is when (monotonic seconds) it next needs a call."""
+    """One beat's side of the lease. ``due_s`` is when (monotonic seconds) it next needs a call."""
 
     def __init__(self, settings: Settings, token: str) -> None:
         self.token = token
@@ -50,7 +50,7 @@ class Lease:
         self.renew_interval = settings.renew_interval
         self.standby_interval = min(1.0, settings.renew_interval)
         self.leader = False
-        self.due = 0.0
+        self.due_s = 0.0
         self._role: str | None = None
         self._heartbeat_due = 0.0
         self._outage = Outage(logger, "beat: the store answers again (after: %(cause)s)")
@@ -82,10 +82,10 @@ class Lease:
             self.held_until = now + self.ttl_ms / 1000
             self._heartbeat(calls, LEADER, now)
             self._answered()
-            self.due = now + self.renew_interval
+            self.due_s = now + self.renew_interval
             return False
         self.leader = False
-        self.due = now + self.standby_interval
+        self.due_s = now + self.standby_interval
         self._became(STANDBY, calls, "lost the lease")
         return False
 
@@ -99,12 +99,12 @@ class Lease:
             self.leader = True
             self._heartbeat(calls, LEADER, now)
             self._answered()
-            self.due = now + self.renew_interval
+            self.due_s = now + self.renew_interval
             self._became(LEADER, calls, "acquired the lease")
             return True
         self._heartbeat(calls, STANDBY, now)
         self._answered()
-        self.due = now + self.standby_interval
+        self.due_s = now + self.standby_interval
         self._became(STANDBY, calls, "standing by")
         return False
 
@@ -171,7 +171,7 @@ class Lease:
         if self.watch is not None:
             self.watch.store_failed(exc)
             self.watch.leading(False, None)
-        self.due = now + (RECLAIM_RETRY if now < self.held_until else self._backoff)
+        self.due_s = now + (RECLAIM_RETRY if now < self.held_until else self._backoff)
         if isinstance(exc, StoreAuthError):
             began = self._outage.failed(
                 exc,

@@ -33,16 +33,16 @@ class SlotQueue:
         return len(self._heap)
 
     def head(self) -> int | None:
-        """When the first item is due, or None if the queue is empty."""
+        """When the first item is due (epoch ms), or None if the queue is empty."""
         return self._heap[0][0] if self._heap else None
 
-    def push(self, entry: Entry, due: int) -> None:
-        heappush(self._heap, (due, entry.order, entry.name))
+    def push(self, entry: Entry, due_ms: int) -> None:
+        heappush(self._heap, (due_ms, entry.order, entry.name))
 
     def refill(self, items: Iterable[tuple[Entry, int]]) -> None:
-        """Replace the whole queue with ``items`` (entry, due), in place: the list stays the
-        frozen one."""
-        self._heap[:] = [(due, entry.order, entry.name) for entry, due in items]
+        """Replace the whole queue with ``items`` (entry, due in epoch ms), in place: the list
+        stays the frozen one."""
+        self._heap[:] = [(due_ms, entry.order, entry.name) for entry, due_ms in items]
         heapify(self._heap)
 
     def pop(self) -> Entry | None:

@@ -114,7 +114,7 @@ def plan_schedule(
 ) -> Planned:
     """``configured`` (beat_schedule) and, with ``store``, the stored entries (read as a beat
     reads them), their floors and the leader's census, built by the beats' catalog."""
-    controls = ControlState()
+    controls = ControlState(report_unreadable=False)  # the commands list them themselves
     stored: dict[str, Any] = {}
     roster = None
     if store is not None:

@@ -48,7 +48,9 @@ class Changed:
 class ControlState:
     """What this beat knows of the store's runtime controls."""
 
-    def __init__(self) -> None:
+    def __init__(self, report_unreadable: bool = True) -> None:
+        """``report_unreadable``: log each unreadable stored value once (a beat does; a command
+        that lists them itself does not)."""
         self.version = 0
         #: Whether the store's controls were read at least once.
         self.known = False
@@ -56,14 +58,15 @@ class ControlState:
         self.floors: dict[str, int] = {}
         self.triggers_waiting = 0
         #: When to poll next (monotonic seconds).
-        self.due = 0.0
+        self.due_s = 0.0
+        self._report_unreadable = report_unreadable
         #: Stored values already reported unreadable, so each is logged once.
         self._unreadable = Once()
 
     def poll(self, changes: Changes) -> Changed:
         """Take in what the store's ``changes(self.version)`` answered: what changed since the
         last poll. The next poll is due ``POLL_S`` from now."""
-        self.due = time.monotonic() + POLL_S
+        self.due_s = time.monotonic() + POLL_S
         self.version, self.triggers_waiting = changes.version, changes.triggers
         changed = Changed(full=changes.full)
         if changes.full:
@@ -119,7 +122,7 @@ class ControlState:
             self.floors[name] = floor
 
     def _report(self, name: str, text: str, exc: Exception) -> None:
-        if self._unreadable.first((name, text)):
+        if self._report_unreadable and self._unreadable.first((name, text)):
             logger.error(
                 "beat: skipping what the store holds for entry %r: %s (rewrite it with "
                 "`hashbeat update` or `hashbeat remove`)",

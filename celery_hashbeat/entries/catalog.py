@@ -15,14 +15,14 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Iterable, Mapping
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from celery import beat
 
 from celery_hashbeat._logs import SCHEDULER
 from celery_hashbeat.entries.balancing import Balancer
 from celery_hashbeat.entries.building import as_definition, build_entry
-from celery_hashbeat.entries.entry import Entry
+from celery_hashbeat.entries.entry import Entry, StoredFence
 from celery_hashbeat.entries.errors import EntryError
 from celery_hashbeat.entries.fanout import FanOut, sub_name
 from celery_hashbeat.entries.sharing import SharedSlots, schedule_digest
@@ -31,9 +31,19 @@ if TYPE_CHECKING:
     from celery import Celery
 
     from celery_hashbeat.settings import Settings
-    from celery_hashbeat.store.base import Fence
 
 logger = SCHEDULER
+
+
+class PlannedFence(StoredFence, Protocol):
+    """What planning reads of the fence the store keeps for an entry (store.base.Fence)."""
+
+    @property
+    def slot(self) -> int: ...
+
+    @property
+    def runs(self) -> int: ...
+
 
 #: The worker a fanned-out entry is built for when it has no copy now, to see what it runs.
 PROBE_NODE = "celery@probe"
@@ -208,7 +218,12 @@ class Catalog:
         return floor
 
     def next_slots(
-        self, name: str, fence: Fence | None, floors: Mapping[str, int], now_ms: int, count: int
+        self,
+        name: str,
+        fence: PlannedFence | None,
+        floors: Mapping[str, int],
+        now_ms: int,
+        count: int,
     ) -> list[int]:
         """The next ``count`` slots a leader sends of entry ``name`` (none for one it does not
         run), planned from the store's ``fence`` and the operators' ``floors`` as the leader

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 import pytest
 
-import celery_hashbeat.store
 from celery_hashbeat.store import RedisStore, SQLiteStore, StoreConfigError, open_store
 
 
@@ -53,28 +51,3 @@ def test_the_url_attribute_masks_the_password() -> None:
         assert store.url == "redis://user:***@127.0.0.1:6379/0"
     finally:
         store.close()
-
-
-def test_the_store_imports_neither_celery_nor_the_scheduler() -> None:
-    # The store is the lowest room: it may import itself and the package's leaves, nothing else.
-    allowed = (
-        "celery_hashbeat.store",
-        "celery_hashbeat.errors",
-        "celery_hashbeat._logs",
-        "celery_hashbeat._outage",
-    )
-    for path in Path(celery_hashbeat.store.__file__).parent.rglob("*.py"):
-        tree = ast.parse(path.read_text(), str(path))
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                names = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                names = [("." * node.level) + (node.module or "")]
-            else:
-                continue
-            for name in names:
-                root = name.split(".")[0]
-                ours = name.startswith(allowed)
-                assert ours or root not in {"celery", "kombu", "celery_hashbeat", ""}, (
-                    f"{path.name}: {name}"
-                )
