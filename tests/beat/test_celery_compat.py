@@ -19,8 +19,7 @@ from celery.schedules import crontab, schedstate, schedule
 from celery_hashbeat import Scheduler, hashcron
 from celery_hashbeat.entries.entry import Entry
 from celery_hashbeat.publish.message import slot_iso
-
-from .conftest import T0, Broker, Clock, run_for, ticks
+from tests.support.beat_fixtures import T0, Broker, Clock, run_for, ticks
 
 Make = Callable[..., Scheduler]
 MINUTE = 60_000

@@ -29,9 +29,7 @@ from celery_hashbeat.entries.slots import (
     to_ms,
 )
 from celery_hashbeat.settings import Settings
-
-from .conftest import T0, Broker, Clock, ticks
-from .test_scheduler import drain, iso
+from tests.support.beat_fixtures import T0, Broker, Clock, drain, iso, ticks
 
 rrule = pytest.importorskip("redbeat.schedules").rrule
 

@@ -16,9 +16,7 @@ from celery.utils.nodenames import worker_direct
 from celery_hashbeat import hashcron
 from celery_hashbeat.publish.message import slot_task_id
 from celery_hashbeat.store import Store, open_store
-
-from .conftest import Broker, Clock, ticks
-from .test_scheduler import START, Make, drain, iso
+from tests.support.beat_fixtures import START, Broker, Clock, Make, drain, iso, ticks
 
 EVERY_SECOND = "* * * * * *"
 

@@ -17,9 +17,7 @@ from redbeat.schedules import rrule
 
 from celery_hashbeat import hashcron
 from celery_hashbeat.store import open_store
-
-from .conftest import Broker, Clock, run_for, ticks
-from .test_scheduler import START, Make, drain, iso
+from tests.support.beat_fixtures import START, Broker, Clock, Make, drain, iso, run_for, ticks
 
 
 def test_a_message_that_can_never_be_sent_is_dropped_once_per_slot(

@@ -8,7 +8,6 @@ import socket
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
@@ -16,28 +15,22 @@ from celery import Celery
 from celery.beat import BeatLazyFunc
 from celery.schedules import crontab
 
-from celery_hashbeat import Scheduler, hashcron, hashinterval
+from celery_hashbeat import hashcron, hashinterval
 from celery_hashbeat.control.polling import POLL_S
-from celery_hashbeat.publish.message import NAMESPACE, slot_iso, slot_task_id
+from celery_hashbeat.publish.message import NAMESPACE, slot_task_id
 from celery_hashbeat.store import open_store
-
-from .conftest import T0, Broker, Clock, run_for, ticks
-
-Make = Callable[..., Scheduler]
-MINUTE = 60_000
-START = int(T0 * 1000)
-
-
-def iso(ms: int) -> str:
-    return slot_iso(ms)
-
-
-def drain(scheduler: Scheduler, limit: int = 500) -> None:
-    """Tick until nothing is due on the frozen clock."""
-    for _ in range(limit):
-        if scheduler.tick() > 0:
-            return
-    raise AssertionError("the scheduler never settled")
+from tests.support.beat_fixtures import (
+    MINUTE,
+    START,
+    T0,
+    Broker,
+    Clock,
+    Make,
+    drain,
+    iso,
+    run_for,
+    ticks,
+)
 
 
 def test_task_ids_and_headers(app: Celery, broker: Broker, clock: Clock, schedulers: Make) -> None:
