@@ -67,35 +67,6 @@ def test_a_plain_interval_keeps_its_phase_across_leader_changes(
     assert sent == [iso(START + k * 30_000) for k in (1, 2, 3)]
 
 
-@pytest.mark.parametrize("changed", [False, True])
-def test_a_changed_schedule_is_not_caught_up_into_the_past(
-    app: Celery, broker: Broker, clock: Clock, schedulers: Make, changed: bool
-) -> None:
-    app.conf.hashbeat_catch_up = "all"
-    app.conf.beat_schedule = {"e": {"task": "t", "schedule": hashcron("*/10 * * * *")}}
-    beat = schedulers(clock)
-    ticks(beat)
-    clock.advance(600)
-    drain(beat)
-    assert broker.slots("e") == [("e", iso(START + 600_000))]
-    beat.close()
-    # Every beat is down for half an hour; they come back with (or without) a new schedule.
-    clock.advance(1800)
-    if changed:
-        app.conf.beat_schedule = {"e": {"task": "t", "schedule": hashcron("* * * * *")}}
-    broker.new()
-    beat = schedulers(clock)
-    drain(beat)
-    caught_up = [slot for _, slot in broker.slots("e")][1:]
-    if changed:  # nothing back-dated: the new schedule starts at its next slot after now
-        assert caught_up == []
-        clock.advance(60)
-        drain(beat)
-        assert [slot for _, slot in broker.slots("e")][1:] == [iso(START + 2_460_000)]
-    else:  # unchanged: the missed slots are caught up, as catch_up="all" promises
-        assert caught_up == [iso(START + 600_000 * k) for k in (2, 3, 4)]
-
-
 def test_an_unreadable_fence_is_skipped_and_does_not_stop_the_beat(
     app: Celery,
     broker: Broker,
