@@ -2,12 +2,12 @@
 
     python benchmarks/amqp_messages.py [--amqp-url amqp://guest:guest@127.0.0.1:5672//] [--confirms]
 
-The test suite compares the two on a Redis broker it starts itself (tests/beat/
-test_batch_messages.py); it may not need RabbitMQ, so this check of the AMQP path (py-amqp frames
-written per chunk, later slots made from the first one's frames) runs here, against a RabbitMQ
-you have. One beat publishes three slots of each entry both ways on its one publishing thread;
-every message is read back with ``basic_get`` and compared: headers, properties (the broker's
-``delivery_tag`` aside) and body.
+The test suite compares the two on a Redis broker it starts itself
+(tests/publish/test_batch_sends_what_apply_async_sends.py); it may not need RabbitMQ, so this
+check of the AMQP path (py-amqp frames written per chunk, later slots made from the first one's
+frames) runs here, against a RabbitMQ you have. One beat publishes three slots of each entry
+both ways on its one publishing thread; every message is read back with ``basic_get`` and
+compared: headers, properties (the broker's ``delivery_tag`` aside) and body.
 """
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""Fixtures every part of the suite shares: real Redis servers and per-test key prefixes."""
+"""Fixtures every part of the suite shares: real Redis servers and per-test key prefixes, and
+the in-process beat fixtures of tests/support/beat_fixtures.py (an app on the real Redis, a clock
+the test moves, the broker queue read back, schedulers), which several rooms' tests use."""
 
 from __future__ import annotations
 
@@ -11,8 +13,11 @@ import pytest
 import redis
 from hypothesis import settings
 
+from tests.support.beat_fixtures import app, broker, clock, schedulers
 from tests.support.processes import ROOT
 from tests.support.redis_server import RedisProcess, shared_redis_url
+
+__all__ = ["app", "broker", "clock", "schedulers"]  # the beat fixtures, for every room
 
 settings.register_profile("ci", max_examples=200, deadline=None, print_blob=True)
 settings.register_profile("dev", max_examples=100, deadline=None)

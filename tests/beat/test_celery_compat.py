@@ -1,6 +1,7 @@
 """Where the Scheduler behaves as celery.beat's does, for code and tools written against it
-(issue 8): is_due overrides, beat_cron_starting_deadline, schedules that fail at start, faithful
-ScheduleEntry objects, the live ``schedule`` mapping and the send lines' logger."""
+(issue 8): is_due overrides, schedules that fail at start, faithful ScheduleEntry objects, the
+live ``schedule`` mapping and the send lines' logger. (beat_cron_starting_deadline, a catch-up
+window, is checked in test_catch_up.py.)"""
 
 from __future__ import annotations
 
@@ -19,8 +20,7 @@ from celery.schedules import crontab, schedstate, schedule
 from celery_hashbeat import Scheduler, hashcron
 from celery_hashbeat.entries.entry import Entry
 from celery_hashbeat.publish.message import slot_iso
-
-from .conftest import T0, Broker, Clock, run_for, ticks
+from tests.support.beat_fixtures import T0, Broker, Clock, run_for, ticks
 
 Make = Callable[..., Scheduler]
 MINUTE = 60_000
@@ -113,67 +113,6 @@ def test_an_is_due_override_sees_the_slot_as_now(
     step(beat, clock, 3600)
     assert broker.slots("hourly") == [("hourly", slot_iso(START + HOUR))]
     assert [moment.timestamp() for moment in seen] == [T0 + 3600]
-
-
-# 2. beat_cron_starting_deadline ---------------------------------------------------------------
-
-
-def test_beat_cron_starting_deadline_drops_a_stale_crontab_run_after_an_outage(
-    app: Celery, broker: Broker, clock: Clock, schedulers: Make
-) -> None:
-    app.conf.beat_cron_starting_deadline = 600
-    app.conf.beat_schedule = {
-        "cron": {"task": "shop.cron", "schedule": crontab(minute=0)},
-        "hashed": {"task": "shop.hashed", "schedule": hashcron("0 * * * *")},
-    }
-    first = schedulers(clock)
-    ticks(first)
-    step(first, clock, 3600)  # 01:00 goes out
-    first.close()
-    clock.advance(3600 + 1800)  # no beat from 01:00 to 02:30: the 02:00 run is 30 min old
-    second = schedulers(clock)
-    ticks(second)
-    step(second, clock, 1800)  # 03:00
-    assert [slot for _, slot in broker.slots("cron")] == [
-        slot_iso(START + HOUR),
-        slot_iso(START + 3 * HOUR),
-    ]
-    # Celery's deadline is for crontab entries; others keep hashbeat_catch_up_window (none).
-    assert [slot for _, slot in broker.slots("hashed")] == [
-        slot_iso(START + HOUR),
-        slot_iso(START + 2 * HOUR),
-        slot_iso(START + 3 * HOUR),
-    ]
-
-
-def test_a_crontab_run_within_the_deadline_is_caught_up(
-    app: Celery, broker: Broker, clock: Clock, schedulers: Make
-) -> None:
-    app.conf.beat_cron_starting_deadline = 3600
-    app.conf.beat_schedule = {"cron": {"task": "shop.cron", "schedule": crontab(minute=0)}}
-    first = schedulers(clock)
-    ticks(first)
-    step(first, clock, 3600)
-    first.close()
-    clock.advance(3600 + 1800)
-    second = schedulers(clock)
-    ticks(second)
-    assert [slot for _, slot in broker.slots("cron")] == [
-        slot_iso(START + HOUR),
-        slot_iso(START + 2 * HOUR),
-    ]
-
-
-def test_a_deadline_and_a_catch_up_window_that_disagree_are_said_once_at_start(
-    app: Celery, clock: Clock, schedulers: Make, caplog: pytest.LogCaptureFixture
-) -> None:
-    app.conf.update(beat_cron_starting_deadline=600, hashbeat_catch_up_window=3600)
-    app.conf.beat_schedule = {"cron": {"task": "shop.cron", "schedule": crontab(minute=0)}}
-    with caplog.at_level(logging.WARNING, logger="celery_hashbeat"):
-        beat = schedulers(clock)
-    warned = [r.getMessage() for r in caplog.records if "beat_cron_starting_deadline" in r.msg]
-    assert len(warned) == 1 and "crontab entries use the tighter, 600s" in warned[0]
-    assert beat.entries["cron"].window == 600_000
 
 
 # 3. a schedule that fails at start ------------------------------------------------------------

@@ -82,7 +82,8 @@ def history_schedule() -> dict[str, dict[str, Any]]:
 
 
 def control_schedule() -> dict[str, dict[str, Any]]:
-    """One configured entry every 2 s; the rest is added at run time (test_runtime_control)."""
+    """One configured entry every 2 s; the rest is added at run time
+    (test_operator_commands_reach_real_beats)."""
     return {"configured": {"task": "workers.run", "schedule": hashcron(EVERY_2S)}}
 
 

@@ -8,7 +8,7 @@ from typing import Any, cast
 from hypothesis import given
 
 from celery_hashbeat.publish.ahead import Ahead
-from tests.beat.test_slot_queue import items, queue_of
+from tests.beat.test_slot_queue_against_a_scan import items, queue_of
 
 
 @given(items)

@@ -1,5 +1,7 @@
-"""Fixtures for the scheduler's tests: a Celery app on the real Redis (as broker and as store), a
-clock the test moves, and a reader for what beat really put on the broker queue."""
+"""Fixtures for the tests that run the Scheduler in-process (tests/beat, tests/entries,
+tests/publish, tests/control and tests/test_settings.py): a Celery app on the real Redis (as
+broker and as store), a clock the test moves, and a reader for what beat really put on the broker
+queue. tests/conftest.py re-exports the fixtures, so every room has them."""
 
 from __future__ import annotations
 
@@ -14,9 +16,16 @@ import redis
 from celery import Celery
 
 from celery_hashbeat import Scheduler
+from celery_hashbeat.publish.message import slot_iso
 
 #: A whole minute (2030-01-01T00:00:00Z), so that slots in the tests are easy to read.
 T0 = 1_893_456_000.0
+#: T0 in epoch milliseconds, as slots are counted.
+START = int(T0 * 1000)
+MINUTE = 60_000
+
+#: What the ``schedulers`` fixture is: makes a beat, optionally on a clock or another app.
+Make = Callable[..., Scheduler]
 
 
 @dataclass
@@ -122,3 +131,15 @@ def ticks(*schedulers: Scheduler, times: int = 3) -> None:
     for _ in range(times):
         for scheduler in schedulers:
             scheduler.tick()
+
+
+def iso(ms: int) -> str:
+    return slot_iso(ms)
+
+
+def drain(scheduler: Scheduler, limit: int = 500) -> None:
+    """Tick until nothing is due on the frozen clock."""
+    for _ in range(limit):
+        if scheduler.tick() > 0:
+            return
+    raise AssertionError("the scheduler never settled")

@@ -10,9 +10,8 @@ import pytest
 from celery import Celery
 
 from celery_hashbeat import Scheduler, hashinterval
+from tests.support.beat_fixtures import Broker, run_for
 from tests.support.redis_server import RedisProcess
-
-from .conftest import Broker, run_for
 
 Make = Callable[..., Scheduler]
 

@@ -9,7 +9,7 @@ import pytest
 from kombu.exceptions import EncodeError, OperationalError
 
 from celery_hashbeat.publish.batch import Bulk, MayHaveGone, Outcome
-from tests.beat.test_publishing import outcomes, refused
+from tests.publish.test_batch_account import outcomes, refused
 
 
 class Sink:

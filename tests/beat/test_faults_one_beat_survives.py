@@ -17,9 +17,7 @@ from redbeat.schedules import rrule
 
 from celery_hashbeat import hashcron
 from celery_hashbeat.store import open_store
-
-from .conftest import Broker, Clock, run_for, ticks
-from .test_scheduler import START, Make, drain, iso
+from tests.support.beat_fixtures import START, Broker, Clock, Make, drain, iso, run_for, ticks
 
 
 def test_a_message_that_can_never_be_sent_is_dropped_once_per_slot(
@@ -67,35 +65,6 @@ def test_a_plain_interval_keeps_its_phase_across_leader_changes(
             run_for(beats[0], 2.0, until=lambda beat=beats[0]: beat.is_leader)
     sent = [slot for _, slot in broker.slots("every-30s")]
     assert sent == [iso(START + k * 30_000) for k in (1, 2, 3)]
-
-
-@pytest.mark.parametrize("changed", [False, True])
-def test_a_changed_schedule_is_not_caught_up_into_the_past(
-    app: Celery, broker: Broker, clock: Clock, schedulers: Make, changed: bool
-) -> None:
-    app.conf.hashbeat_catch_up = "all"
-    app.conf.beat_schedule = {"e": {"task": "t", "schedule": hashcron("*/10 * * * *")}}
-    beat = schedulers(clock)
-    ticks(beat)
-    clock.advance(600)
-    drain(beat)
-    assert broker.slots("e") == [("e", iso(START + 600_000))]
-    beat.close()
-    # Every beat is down for half an hour; they come back with (or without) a new schedule.
-    clock.advance(1800)
-    if changed:
-        app.conf.beat_schedule = {"e": {"task": "t", "schedule": hashcron("* * * * *")}}
-    broker.new()
-    beat = schedulers(clock)
-    drain(beat)
-    caught_up = [slot for _, slot in broker.slots("e")][1:]
-    if changed:  # nothing back-dated: the new schedule starts at its next slot after now
-        assert caught_up == []
-        clock.advance(60)
-        drain(beat)
-        assert [slot for _, slot in broker.slots("e")][1:] == [iso(START + 2_460_000)]
-    else:  # unchanged: the missed slots are caught up, as catch_up="all" promises
-        assert caught_up == [iso(START + 600_000 * k) for k in (2, 3, 4)]
 
 
 def test_an_unreadable_fence_is_skipped_and_does_not_stop_the_beat(

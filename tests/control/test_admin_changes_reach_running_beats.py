@@ -25,9 +25,7 @@ from celery_hashbeat.expr.slots import to_datetime
 from celery_hashbeat.observe.history import decode
 from celery_hashbeat.publish.message import slot_task_id
 from celery_hashbeat.settings import Settings
-
-from .conftest import Broker, Clock, run_for
-from .test_scheduler import START, Make, drain, iso
+from tests.support.beat_fixtures import START, Broker, Clock, Make, drain, iso, run_for
 
 EVERY_SECOND = hashcron("* * * * * *")
 POLL_S = 0.01

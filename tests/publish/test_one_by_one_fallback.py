@@ -11,7 +11,7 @@ import pytest
 from celery import Celery, signals
 
 from celery_hashbeat import Scheduler, hashcron
-from tests.beat.conftest import Clock
+from tests.support.beat_fixtures import Clock
 
 NAMES = ["a", "b", "c"]
 

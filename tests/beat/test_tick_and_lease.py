@@ -8,7 +8,6 @@ import socket
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
@@ -16,28 +15,22 @@ from celery import Celery
 from celery.beat import BeatLazyFunc
 from celery.schedules import crontab
 
-from celery_hashbeat import Scheduler, hashcron, hashinterval
+from celery_hashbeat import hashcron, hashinterval
 from celery_hashbeat.control.polling import POLL_S
-from celery_hashbeat.publish.message import NAMESPACE, slot_iso, slot_task_id
+from celery_hashbeat.publish.message import NAMESPACE, slot_task_id
 from celery_hashbeat.store import open_store
-
-from .conftest import T0, Broker, Clock, run_for, ticks
-
-Make = Callable[..., Scheduler]
-MINUTE = 60_000
-START = int(T0 * 1000)
-
-
-def iso(ms: int) -> str:
-    return slot_iso(ms)
-
-
-def drain(scheduler: Scheduler, limit: int = 500) -> None:
-    """Tick until nothing is due on the frozen clock."""
-    for _ in range(limit):
-        if scheduler.tick() > 0:
-            return
-    raise AssertionError("the scheduler never settled")
+from tests.support.beat_fixtures import (
+    MINUTE,
+    START,
+    T0,
+    Broker,
+    Clock,
+    Make,
+    drain,
+    iso,
+    run_for,
+    ticks,
+)
 
 
 def test_task_ids_and_headers(app: Celery, broker: Broker, clock: Clock, schedulers: Make) -> None:
@@ -102,78 +95,6 @@ def test_every_kind_of_entry_runs(
     }
     lazy = [h for h in broker.headers() if h["hashbeat_entry"] == "lazy"]
     assert lazy[0]["kwargsrepr"] == "{'n': 41}"
-
-
-def test_catch_up_modes_after_a_takeover(
-    app: Celery, broker: Broker, clock: Clock, schedulers: Make
-) -> None:
-    every_minute = hashcron("* * * * *")
-    app.conf.beat_schedule = {
-        name: {"task": "t", "schedule": every_minute, **extra}
-        for name, extra in {
-            "latest": {},
-            "all": {"catch_up": "all"},
-            "skip": {"catch_up": "skip"},
-            "window": {"catch_up": "all", "catch_up_window": 150},
-            "seconds": {"schedule": hashcron("* * * * * *"), "catch_up": "all"},
-        }.items()
-    }
-    first = schedulers(clock)
-    ticks(first)
-    clock.advance(60)
-    drain(first)
-    assert {entry for entry, _ in broker.slots()} >= {"latest", "all", "skip", "window"}
-    first.close()  # a clean stop releases the lease
-    broker.new()
-
-    clock.advance(600)  # ten minutes with no beat at all
-    app.conf.beat_schedule["fresh"] = {"task": "t", "schedule": every_minute, "catch_up": "all"}
-    second = schedulers(clock)
-    drain(second)
-    assert second.is_leader
-    fired: dict[str, list[str]] = {}
-    for headers in broker.new():
-        fired.setdefault(headers["hashbeat_entry"], []).append(headers["hashbeat_slot"])
-    now = START + 660_000
-    assert fired["latest"] == [iso(now)]
-    assert fired["all"] == [iso(now - k * MINUTE) for k in range(9, -1, -1)]
-    assert "skip" not in fired and "fresh" not in fired
-    assert fired["window"] == [iso(now - 2 * MINUTE), iso(now - MINUTE), iso(now)]
-    assert fired["seconds"] == [iso(now - k * 1000) for k in range(99, -1, -1)]  # capped at 100
-
-    clock.advance(60)
-    drain(second)
-    assert Counter(h["hashbeat_entry"] for h in broker.new()) == dict.fromkeys(
-        ["latest", "all", "skip", "window", "fresh"], 1
-    ) | {"seconds": 60}
-
-
-def test_a_leader_living_through_a_clock_jump_applies_the_catch_up_policy(
-    app: Celery, broker: Broker, clock: Clock, schedulers: Make
-) -> None:
-    """Wall time leaps forward while one beat stays leader (a VM resumed, NTP stepping): the
-    overdue slots go through the same policy as after a takeover, and "all" stays capped."""
-    every_second = hashcron("* * * * * *")
-    app.conf.beat_schedule = {
-        name: {"task": "t", "schedule": every_second, "catch_up": name}
-        for name in ("latest", "all", "skip")
-    }
-    beat = schedulers(clock)
-    ticks(beat)
-    clock.advance(2)
-    drain(beat)
-    assert beat.is_leader
-    broker.new()
-
-    clock.advance(300)  # 300 slots pass without a tick
-    drain(beat)
-    fired: dict[str, list[str]] = {}
-    for headers in broker.new():
-        fired.setdefault(headers["hashbeat_entry"], []).append(headers["hashbeat_slot"])
-    now = START + 302_000
-    assert fired["latest"] == [iso(now)]
-    assert fired["all"] == [iso(now - k * 1000) for k in range(99, -1, -1)]
-    assert "skip" not in fired
 
 
 def test_two_beats_never_both_publish_a_slot(

@@ -3,7 +3,7 @@ real worker, and one private redis-server as broker and store. An operator, thro
 ``hashbeat`` command (a subprocess), adds an entry, pauses and resumes it, triggers it, kills the
 leading beat, updates the entry's expression and removes it; the tasks' own record
 (tests/worker/app.py) says what ran, for which slot, and when. (ScheduleAdmin, which the
-commands call, is tested in-process in tests/beat/test_runtime_control.py.)
+commands call, is tested in-process in tests/control/test_admin_changes_reach_running_beats.py.)
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from celery_hashbeat import Scheduler, hashcron
 from celery_hashbeat.beat.slotqueue import SlotQueue
-from tests.beat.conftest import Broker, Clock
+from tests.support.beat_fixtures import Broker, Clock
 
 Make = Callable[..., Scheduler]
 

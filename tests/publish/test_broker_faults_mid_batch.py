@@ -14,7 +14,7 @@ from celery import Celery
 
 from celery_hashbeat import Scheduler, hashcron
 from celery_hashbeat.publish.batch import Bulk, Outcome
-from tests.beat.conftest import T0, Clock
+from tests.support.beat_fixtures import T0, Clock
 from tests.support.proxy import FaultProxy
 from tests.support.redis_server import RedisProcess
 

@@ -24,9 +24,7 @@ from celery_hashbeat.entries.errors import EntryError, ScheduleTooSlow
 from celery_hashbeat.entries.sharing import SharedSlots
 from celery_hashbeat.expr.slots import to_datetime, to_ms
 from celery_hashbeat.settings import Settings
-
-from .conftest import T0, Broker, Clock, ticks
-from .test_scheduler import drain, iso
+from tests.support.beat_fixtures import T0, Broker, Clock, drain, iso, ticks
 
 rrule = pytest.importorskip("redbeat.schedules").rrule
 

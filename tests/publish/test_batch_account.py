@@ -1,15 +1,13 @@
-"""The batch's account of each slot, and the runner that lets the tick stop waiting: the two
-mechanisms that decide which claims are given back when a batch is cut short."""
+"""The batch's account of each slot: which claims are given back when a batch is cut short.
+(The runner that lets the tick stop waiting, the other half of that decision, is checked in
+tests/beat/test_runner_can_abandon_a_call.py.)"""
 
 from __future__ import annotations
 
 import threading
-import time
 
-import pytest
 from kombu.exceptions import EncodeError, OperationalError
 
-from celery_hashbeat._background import Abandoned, Runner
 from celery_hashbeat.publish.batch import Batch, Outcome
 
 
@@ -80,27 +78,6 @@ def test_a_cancelled_batch_says_which_message_was_under_way() -> None:
     # Sent, unknown (it may have gone out: its claim must be kept), never started.
     assert settled == {"quick": Outcome.SENT, "slow": Outcome.UNKNOWN, "later": Outcome.UNSENT}
     assert outcomes(batch)["later"] is Outcome.UNSENT  # cancelled: it never starts afterwards
-
-
-def test_the_runner_hands_back_results_and_errors() -> None:
-    runner = Runner("test")
-    assert runner.call(sum, [1, 2, 3], give_up=lambda: False) == 6
-    with pytest.raises(ZeroDivisionError):
-        runner.call(divmod, 1, 0, give_up=lambda: False)
-    runner.close()
-
-
-def test_an_abandoned_call_leaves_its_thread_and_the_next_call_gets_another() -> None:
-    runner = Runner("test")
-    hang = threading.Event()
-    deadline = time.monotonic() + 0.2
-    with pytest.raises(Abandoned):
-        runner.call(hang.wait, 10, give_up=lambda: time.monotonic() > deadline)
-    names = {thread.name for thread in threading.enumerate()}
-    assert "test-1" in names  # still waiting, on its own
-    assert runner.call(threading.current_thread, give_up=lambda: False).name == "test-2"
-    hang.set()
-    runner.close()
 
 
 def test_a_batch_cut_short_while_connecting_gives_that_slot_back() -> None:

@@ -1,4 +1,5 @@
-"""Slot arithmetic and the catch-up policy, checked against brute force."""
+"""Slot arithmetic, checked against brute force: the next slot and the most recent ones, for
+every kind of schedule. (The catch-up policy built on it is in tests/beat/test_catch_up.py.)"""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from redbeat.schedules import rrule
 
 from celery_hashbeat import parse
 from celery_hashbeat.entries.derived import DerivedSlots
-from celery_hashbeat.entries.entry import ALL_CAP, Entry
+from celery_hashbeat.entries.entry import ALL_CAP
 from celery_hashbeat.entries.sharing import SharedSlots
 from celery_hashbeat.expr.slots import (
     ChainSlots,
@@ -100,43 +101,6 @@ def test_solar_slots(app: Celery) -> None:
     sunrise = source.next_after(T0)
     assert T0 + 6 * 60 * MINUTE < sunrise < T0 + 8 * 60 * MINUTE  # ~07:44 UTC in Paris
     assert source.next_after(sunrise) - sunrise > 23 * 60 * MINUTE
-
-
-def entry(source: Slots, catch_up: str, window: int | None) -> Entry:
-    return Entry("e", "t", None, source, (), {}, {}, False, catch_up, window)
-
-
-@given(
-    st.integers(1, 50),
-    st.integers(0, 10_000),
-    st.integers(0, 20_000),
-    st.sampled_from(["latest", "all", "skip"]),
-    st.none() | st.integers(0, 5_000),
-)
-def test_catch_up_keeps_what_the_policy_says(
-    period: int, fence: int, gap: int, mode: str, window: int | None
-) -> None:
-    source = IntervalSlots(period, 0)
-    now = fence + gap
-    missed = brute(source, fence, now)
-    if window is not None:
-        missed = [slot for slot in missed if slot >= now - window]
-    expected = {"latest": missed[-1:], "all": missed[-ALL_CAP:], "skip": []}[mode]
-
-    planned = entry(source, mode, window)
-    planned.start(fence, now)
-    fired = []
-    while planned.slot is not None and planned.slot <= now:
-        fired.append(planned.slot)
-        planned.advance(planned.slot, now)
-    assert fired == expected
-    assert planned.slot == source.next_after(now)
-
-
-def test_a_new_entry_waits_for_its_next_slot() -> None:
-    planned = entry(IntervalSlots(1000, 250), "all", None)
-    planned.start(None, T0 + 5_000)
-    assert planned.slot == T0 + 5_250
 
 
 @pytest.mark.parametrize(

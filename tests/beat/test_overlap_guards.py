@@ -1,24 +1,20 @@
-"""The beat's side of overlap guards and per-worker copies (docs/design.md §11-12): in-process
-schedulers against the real Redis (store and broker) on a clock the tests move. The run lease is
-held and released here through the store, as a worker would; tests/worker runs real workers."""
+"""The beat's side of overlap guards (docs/design.md §12): in-process schedulers against the real
+Redis (store and broker) on a clock the tests move. The run lease is held and released here
+through the store, as a worker would; tests/worker runs real workers. The beat's side of
+per-worker copies (§11) is in test_per_worker_copies.py."""
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterator
 
 import pytest
-import redis
 from celery import Celery
-from celery.utils.nodenames import worker_direct
 
 from celery_hashbeat import hashcron
 from celery_hashbeat.publish.message import slot_task_id
 from celery_hashbeat.store import Store, open_store
-
-from .conftest import Broker, Clock, ticks
-from .test_scheduler import START, Make, drain, iso
+from tests.support.beat_fixtures import START, Broker, Clock, Make, drain, iso, ticks
 
 EVERY_SECOND = "* * * * * *"
 
@@ -34,10 +30,6 @@ def guarded(app: Celery, overlap: str) -> None:
     app.conf.beat_schedule = {
         "job": {"task": "t", "schedule": hashcron(EVERY_SECOND), "overlap": overlap}
     }
-
-
-def copies(beat: object) -> list[str]:
-    return sorted(name for name in beat.schedule if name.startswith("refresh@"))  # type: ignore[attr-defined]
 
 
 def second(clock: Clock, beat: object) -> None:
@@ -142,56 +134,3 @@ def test_no_warning_on_a_redis_store(
     with caplog.at_level(logging.WARNING, logger="celery_hashbeat"):
         schedulers()
     assert not [r for r in caplog.records if "run lease" in r.getMessage()]
-
-
-def test_listed_workers_get_one_copy_each_on_their_direct_queue(
-    app: Celery, clock: Clock, schedulers: Make, store: Store, redis_url: str
-) -> None:
-    nodes = ["celery@web-1", "celery@web-2"]
-    app.conf.worker_direct = True
-    app.conf.beat_schedule = {
-        "refresh": {"task": "t", "schedule": hashcron("H * * * * *"), "workers": nodes}
-    }
-    beat = schedulers(clock)
-    assert copies(beat) == [f"refresh@{node}" for node in nodes]
-    drain(beat)
-    clock.advance(60)
-    drain(beat)
-    client = redis.Redis.from_url(redis_url)
-    try:
-        for node in nodes:
-            messages = client.lrange(worker_direct(node).name, 0, -1)
-            entries = {json.loads(m)["headers"]["hashbeat_entry"] for m in messages}
-            assert entries == {f"refresh@{node}"}, (node, entries)
-    finally:
-        client.delete(*(worker_direct(node).name for node in nodes))
-        client.close()
-    assert set(store.last_slots()) == {f"refresh@{node}" for node in nodes}
-
-
-def test_every_worker_follows_the_stored_roster_when_a_beat_takes_over(
-    app: Celery, clock: Clock, schedulers: Make, store: Store
-) -> None:
-    app.conf.worker_direct = True
-    app.conf.beat_schedule = {
-        "refresh": {"task": "t", "schedule": hashcron("H * * * * *"), "workers": "*"}
-    }
-    assert store.acquire("former-leader", 60_000)
-    assert store.set_roster("former-leader", ["celery@a", "celery@b"], START)
-    store.release("former-leader")
-    beat = schedulers(clock)
-    assert copies(beat) == []  # no census seen yet: nothing to send
-    ticks(beat)
-    assert copies(beat) == ["refresh@celery@a", "refresh@celery@b"]
-
-
-def test_worker_direct_off_is_named_once(
-    app: Celery, schedulers: Make, caplog: pytest.LogCaptureFixture
-) -> None:
-    app.conf.beat_schedule = {
-        "refresh": {"task": "t", "schedule": hashcron("H * * * * *"), "workers": ["celery@a"]}
-    }
-    with caplog.at_level(logging.WARNING, logger="celery_hashbeat"):
-        schedulers()
-    warned = [r.getMessage() for r in caplog.records if "worker_direct" in r.getMessage()]
-    assert len(warned) == 1, warned

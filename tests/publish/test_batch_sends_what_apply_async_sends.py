@@ -23,7 +23,7 @@ from kombu.compression import decompress
 from kombu.serialization import loads
 
 from celery_hashbeat import Scheduler, hashcron
-from tests.beat.conftest import T0, Clock
+from tests.support.beat_fixtures import T0, Clock
 
 #: The broker's per-message field, allowed to differ (see the module's docstring).
 PER_MESSAGE = {"delivery_tag"}

@@ -14,9 +14,7 @@ from celery import Celery
 from celery_hashbeat import hashcron
 from celery_hashbeat.expr.slots import CronSlots
 from celery_hashbeat.store import Store, open_store
-
-from .conftest import Clock, ticks
-from .test_scheduler import Make
+from tests.support.beat_fixtures import Clock, Make, ticks
 
 NAMES = [f"report-{n}" for n in range(60)]
 
