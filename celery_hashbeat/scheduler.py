@@ -26,6 +26,7 @@ from celery_hashbeat.beat.census import WorkerCensus
 from celery_hashbeat.beat.collector import building
 from celery_hashbeat.beat.compat import LiveSchedule, apply_changes, warn_differences
 from celery_hashbeat.beat.dispatch import Dispatcher
+from celery_hashbeat.beat.hooks import SendHooks
 from celery_hashbeat.beat.leadership import Leadership
 from celery_hashbeat.beat.lease import Lease, new_token
 from celery_hashbeat.beat.overlap import warn_unreachable_leases
@@ -97,11 +98,14 @@ class Scheduler(beat.Scheduler):
         self.broken = catalog.broken
         controls = ControlState()
         parking = Parking(controls, catalog, watch, self.now_ms)
+        #: Celery's send methods, overridden or patched: then every slot goes through them.
+        self.hooks = hooks = SendHooks(self, OWN_SEND_METHODS)
+        own_send = type(self).send is Scheduler.send
         self.publisher = publisher = Publisher(
             app,
             kwargs.get("Producer") or app.amqp.Producer,
             send=self.send,
-            batchable=type(self).send is Scheduler.send,
+            batchable=lambda: own_send and not hooks.hooked,
             announce=lambda entry, task_id, when: self.dispatcher.announce(  # noqa: PLW0108
                 entry, task_id, when
             ),
@@ -176,6 +180,7 @@ class Scheduler(beat.Scheduler):
             self.leadership.lease.schedule_digest = self._catalog.digest()
             warn_unreachable_leases(self.entries.values(), self.settings.store_url)
             warn_differences(self.entries.values(), self.settings)
+        self.hooks.look()
         if self._catalog.fanout.subs and not self.app.conf.worker_direct:
             logger.warning(
                 "beat: entries with 'workers' are sent to each worker's direct queue, which "
@@ -248,6 +253,7 @@ class Scheduler(beat.Scheduler):
         lease = leadership.lease
         if self._stop.requested:
             return 0.0
+        self.hooks.look()
         shared = self._catalog.shared
         if shared.changed:
             apply_changes(self._catalog, shared.changed)
@@ -289,8 +295,24 @@ class Scheduler(beat.Scheduler):
         return self.publisher.producer
 
     def send(self, entry: Entry, task_id: str, when: str) -> Any:
-        """Publish one slot of ``entry`` (the hook benchmarks and subclasses replace)."""
+        """Publish one slot of ``entry`` (the hook benchmarks and subclasses replace), through
+        Celery's send methods while one of them is hooked (``beat.hooks``)."""
+        if self.hooks.hooked:
+            return self.hooks.send(entry, task_id, when, self.publisher.producer)
         return send_slot(self.app, self.publisher.producer, entry, task_id, when)
+
+    def apply_async(
+        self, entry: ScheduleEntry, producer: Any = None, advance: bool = True, **kwargs: Any
+    ) -> Any:
+        """Celery's, for a slot going through the hooks: never advanced (the dispatcher moves
+        the entry on), and what it raises is the slot's outcome."""
+        if self.hooks.routing(entry):
+            advance = False
+        try:
+            return super().apply_async(entry, producer, advance, **kwargs)
+        except Exception as exc:
+            self.hooks.failed(entry, exc)
+            raise
 
     # Shutting down ----------------------------------------------------------------------------
 
@@ -360,3 +382,8 @@ class Scheduler(beat.Scheduler):
             f"    . lease -> {settings.lease_ttl:g}s, renewed every {settings.renew_interval:g}s; "
             f"catch-up {settings.catch_up}"
         )
+
+
+#: The send methods Scheduler defines in place of Celery's (each calls Celery's): another
+#: function found in their place is a hook.
+OWN_SEND_METHODS = {"apply_async": vars(Scheduler)["apply_async"]}
