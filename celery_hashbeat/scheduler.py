@@ -15,6 +15,7 @@ publishes only what it claimed, with a task id derived from (entry, slot) (docs/
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import TYPE_CHECKING, Any, cast
 
@@ -24,7 +25,12 @@ from celery.exceptions import ImproperlyConfigured
 from celery_hashbeat._logs import SCHEDULER
 from celery_hashbeat.beat.census import WorkerCensus
 from celery_hashbeat.beat.collector import building
-from celery_hashbeat.beat.compat import LiveSchedule, apply_changes, warn_differences
+from celery_hashbeat.beat.compat import (
+    LiveSchedule,
+    apply_changes,
+    warn_differences,
+    warn_inert_settings,
+)
 from celery_hashbeat.beat.dispatch import Dispatcher
 from celery_hashbeat.beat.hooks import SendHooks
 from celery_hashbeat.beat.leadership import Leadership
@@ -55,6 +61,9 @@ if TYPE_CHECKING:
     from celery.beat import ScheduleEntry
 
 logger = SCHEDULER
+
+#: ScheduleEntry's keywords that say what an entry reports, not what it is (``Scheduler.add``).
+REPORTED_KEYWORDS = ("last_run_at", "total_run_count")
 
 #: Celery's default ``--schedule`` file, which the beat command passes whether or not it was set.
 CELERY_SCHEDULE_FILE = "celerybeat-schedule"
@@ -180,6 +189,7 @@ class Scheduler(beat.Scheduler):
             self.leadership.lease.schedule_digest = self._catalog.digest()
             warn_unreachable_leases(self.entries.values(), self.settings.store_url)
             warn_differences(self.entries.values(), self.settings)
+            warn_inert_settings(self.app.conf)
         self.hooks.look()
         if self._catalog.fanout.subs and not self.app.conf.worker_direct:
             logger.warning(
@@ -204,12 +214,23 @@ class Scheduler(beat.Scheduler):
         self._catalog.update(dict_)
 
     def add(self, **kwargs: Any) -> ScheduleEntry:
+        """Add an entry, from ScheduleEntry's keywords (``name``, ``task``, ``schedule``,
+        ``args``, ``kwargs``, ``options``, ``relative``, ``app``, ``last_run_at``,
+        ``total_run_count``) and the keys of a beat_schedule entry. ``last_run_at`` and
+        ``total_run_count`` are what the entry reports until it is first sent; when that is
+        comes from its schedule, counted from when it was added (docs/migration.md)."""
         name = kwargs.pop("name")
         kwargs.pop("app", None)
+        reported = {key: kwargs.pop(key) for key in REPORTED_KEYWORDS if key in kwargs}
+        # Refused with the reason, as the beat would log it, before anything changes.
+        Catalog.trial(self.app, self.settings, self.now_ms(), name, kwargs)
         self.update_from_dict({name: kwargs})
         if name in self.broken:
             raise EntryError(f"entry {name!r} cannot run; see the log")
-        return self.entries[name]
+        entry = self.entries[name]
+        for key, value in reported.items():
+            setattr(entry, key, value)
+        return entry
 
     def get_schedule(self) -> LiveSchedule:  # type: ignore[override]  # a mapping, as Celery's
         """The entries, live: what is written into it is scheduled, as in Celery."""
@@ -332,23 +353,32 @@ class Scheduler(beat.Scheduler):
             return
         self._closed = True
         self._closing_at = time.monotonic()
-        if self._http is not None:
-            self._http.close()
+        # Each step runs whatever the ones before it raised (last in, first run), so that the
+        # helper threads always stop; what raised is raised again at the end.
+        with contextlib.ExitStack() as steps:
+            steps.callback(self.store_calls.close)
+            steps.callback(self.publisher.close, give_up=self._gave_up)
+            steps.callback(self._stop.uninstall)
+            steps.callback(self._release_store)
+            if self._http is not None:
+                steps.callback(self._http.close)
+            self.sync()  # as Celery's close does: a subclass's sync runs at close
+
+    def _release_store(self) -> None:
+        """Write the history waiting, release the lease and close the store."""
         calls = self.store_calls
-        if calls.opened:
-            history = self.watch.outbox.drain()
-            try:
-                calls.call(calls.store.record, history)
-            except Exception:
-                logger.debug("beat: %d history record(s) not written", len(history), exc_info=True)
-            self.leadership.lease.release(calls)
-            try:
-                calls.call(calls.store.close)
-            except Exception:
-                logger.debug("beat: closing the store failed", exc_info=True)
-        self._stop.uninstall()
-        self.publisher.close(give_up=self._gave_up)
-        calls.close()
+        if not calls.opened:
+            return
+        history = self.watch.outbox.drain()
+        try:
+            calls.call(calls.store.record, history)
+        except Exception:
+            logger.debug("beat: %d history record(s) not written", len(history), exc_info=True)
+        self.leadership.lease.release(calls)
+        try:
+            calls.call(calls.store.close)
+        except Exception:
+            logger.debug("beat: closing the store failed", exc_info=True)
 
     def status(self) -> dict[str, Any]:
         """This beat as /status shows it: read from the HTTP thread, so only plain values."""

@@ -7,13 +7,14 @@
   first stands by (``leadership.read_run_counts``), so restarts and failovers keep them;
 - the "Sending due task" line comes from Celery's ``celery.beat`` logger (``BEAT_LOGGER``), so the
   usual way of silencing it works; the scheduler's own lines keep its own logger;
-- the places where the design deliberately differs are said once at start (``warn_differences``);
-  docs/migration.md lists them all.
+- the places where the design deliberately differs are said once at start (``warn_differences``),
+  and so are beat settings that do nothing here (``warn_inert_settings``); docs/migration.md
+  lists them all.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Iterator, Mapping, MutableMapping
 from typing import TYPE_CHECKING, Any
 
 from celery_hashbeat._logs import BEAT, COMPAT
@@ -110,6 +111,28 @@ def warn_differences(entries: Iterable[Entry], settings: Settings) -> None:
             min(window, deadline),
             window,
         )
+
+
+#: Celery's beat settings that do nothing with this scheduler: their defaults, and why.
+INERT_SETTINGS = {
+    "beat_sync_every": (
+        0,
+        "there is nothing to sync, each send is written to the store as it is claimed",
+    ),
+}
+
+
+def warn_inert_settings(conf: Mapping[str, Any]) -> None:
+    """Say once, at start, of each beat setting given that this scheduler does not use."""
+    for name, (default, why) in INERT_SETTINGS.items():
+        value = conf.get(name, default)
+        if value != default:
+            logger.warning(
+                "beat: %s=%r has no effect with celery_hashbeat: %s; it can be left out",
+                name,
+                value,
+                why,
+            )
 
 
 def names(found: list[str], one: str, many: str) -> str:
