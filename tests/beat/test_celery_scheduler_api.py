@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -127,7 +127,7 @@ def test_add_takes_schedule_entry_keywords(
 ) -> None:
     beat = schedulers(clock)
     ticks(beat)
-    last = datetime.fromtimestamp(T0 - 30, tz=UTC)
+    last = datetime.fromtimestamp(T0 - 30, tz=timezone.utc)
     entry = beat.add(
         name="added",
         task="shop.added",
