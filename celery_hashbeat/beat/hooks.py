@@ -97,13 +97,15 @@ class SendHooks:
         if found != self.hooked:
             self.hooked = found
             if found:
+                one = len(found) == 1
                 logger.info(
-                    "beat: %s hooked (%s): each slot goes through %s, one message at a time, "
-                    "while %s",
-                    " and ".join(f"Scheduler.{name}" for name in found),
-                    ", ".join(f"{name} by {who}" for name, who in found.items()),
-                    "it" if len(found) == 1 else "them",
-                    "it is" if len(found) == 1 else "they are",
+                    "beat: %s overridden or patched (%s): every slot goes through %s, one "
+                    "message at a time, while %s",
+                    " and ".join(f"Scheduler.{name}" for name in found)
+                    + (" is" if one else " are"),
+                    "; ".join(f"{name}: {who}" for name, who in found.items()),
+                    "it" if one else "them",
+                    "it is" if one else "they are",
                 )
             else:
                 logger.info("beat: Celery's send methods are no longer hooked: sending in batches")

@@ -7,6 +7,7 @@ patches Celery for the rest of the process."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -142,6 +143,7 @@ def test_a_tool_patching_celery_apply_entry_later_is_seen_at_the_next_tick(
     clock: Clock,
     broker: Broker,
     monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     """As Sentry does: ``celery.beat.Scheduler.apply_entry`` wrapped, here after the beat
     started; it adds a header, which reaches the broker."""
@@ -158,7 +160,15 @@ def test_a_tool_patching_celery_apply_entry_later_is_seen_at_the_next_tick(
         return original(self, entry, producer=producer)
 
     monkeypatch.setattr(beat.Scheduler, "apply_entry", patched)
-    slots_of(scheduler, clock, 1)
+    with caplog.at_level(logging.INFO, logger="celery_hashbeat"):
+        slots_of(scheduler, clock, 1)
+    said = [r.getMessage() for r in caplog.records if "Scheduler.apply_entry" in r.getMessage()]
+    assert len(said) == 1, said  # once, when it changed
+    assert said[0].startswith(
+        "beat: Scheduler.apply_entry is overridden or patched (apply_entry: "
+        f"{__name__}.test_a_tool_patching_celery_apply_entry_later_is_seen_at_the_next_tick."
+        "<locals>.patched): every slot goes through it, one message at a time"
+    )
     assert sorted(wrapped) == NAMES
     tagged = [h["hashbeat_entry"] for h in broker.headers() if h.get("tool") == "seen"]
     assert sorted(tagged) == NAMES
