@@ -72,6 +72,10 @@ CELERY_SCHEDULE_FILE = "celerybeat-schedule"
 class Scheduler(beat.Scheduler):
     """A highly available beat scheduler for Celery, with hashed schedules and fenced enqueues."""
 
+    #: Read by RedBeat's beat_init receiver, connected in any process that imports
+    #: redbeat.schedulers (Sentry's Celery integration does): None says this is not its beat.
+    lock_key = None
+
     store_calls: StoreCalls
     leadership: Leadership
     dispatcher: Dispatcher

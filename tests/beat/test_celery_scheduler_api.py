@@ -9,6 +9,7 @@ import logging
 import threading
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -148,3 +149,12 @@ def test_add_takes_schedule_entry_keywords(
     assert entry.total_run_count == 5
     with pytest.raises(Exception, match="unknown keys \\['colour'\\]"):
         beat.add(name="odd", task="shop.odd", schedule=60.0, colour="red")
+
+
+def test_redbeats_start_receiver_leaves_this_beat_alone(clock: Clock, schedulers: Make) -> None:
+    """RedBeat connects a beat_init receiver wherever redbeat.schedulers is imported (Sentry's
+    Celery integration imports it): run on this beat, it must not raise."""
+    redbeat = pytest.importorskip("redbeat.schedulers", reason="celery-redbeat is not installed")
+    beat = schedulers(clock)
+    redbeat.acquire_distributed_beat_lock(sender=SimpleNamespace(scheduler=beat))
+    assert beat.lock_key is None
