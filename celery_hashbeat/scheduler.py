@@ -27,6 +27,7 @@ from celery_hashbeat.beat.census import WorkerCensus
 from celery_hashbeat.beat.collector import building
 from celery_hashbeat.beat.compat import (
     LiveSchedule,
+    add_entry,
     apply_changes,
     warn_differences,
     warn_inert_settings,
@@ -43,7 +44,6 @@ from celery_hashbeat.beat.triggers import Triggers
 from celery_hashbeat.control.polling import ControlState
 from celery_hashbeat.entries.catalog import Catalog
 from celery_hashbeat.entries.entry import Entry
-from celery_hashbeat.entries.errors import EntryError
 from celery_hashbeat.observe.http import HealthServer, PortInUse
 from celery_hashbeat.observe.metrics import Metrics
 from celery_hashbeat.observe.watch import Watch
@@ -61,9 +61,6 @@ if TYPE_CHECKING:
     from celery.beat import ScheduleEntry
 
 logger = SCHEDULER
-
-#: ScheduleEntry's keywords that say what an entry reports, not what it is (``Scheduler.add``).
-REPORTED_KEYWORDS = ("last_run_at", "total_run_count")
 
 #: Celery's default ``--schedule`` file, which the beat command passes whether or not it was set.
 CELERY_SCHEDULE_FILE = "celerybeat-schedule"
@@ -218,23 +215,8 @@ class Scheduler(beat.Scheduler):
         self._catalog.update(dict_)
 
     def add(self, **kwargs: Any) -> ScheduleEntry:
-        """Add an entry, from ScheduleEntry's keywords (``name``, ``task``, ``schedule``,
-        ``args``, ``kwargs``, ``options``, ``relative``, ``app``, ``last_run_at``,
-        ``total_run_count``) and the keys of a beat_schedule entry. ``last_run_at`` and
-        ``total_run_count`` are what the entry reports until it is first sent; when that is
-        comes from its schedule, counted from when it was added (docs/migration.md)."""
-        name = kwargs.pop("name")
-        kwargs.pop("app", None)
-        reported = {key: kwargs.pop(key) for key in REPORTED_KEYWORDS if key in kwargs}
-        # Refused with the reason, as the beat would log it, before anything changes.
-        Catalog.trial(self.app, self.settings, self.now_ms(), name, kwargs)
-        self.update_from_dict({name: kwargs})
-        if name in self.broken:
-            raise EntryError(f"entry {name!r} cannot run; see the log")
-        entry = self.entries[name]
-        for key, value in reported.items():
-            setattr(entry, key, value)
-        return entry
+        """Add an entry from ScheduleEntry's keywords (see ``compat.add_entry``)."""
+        return add_entry(self._catalog, self.now_ms(), kwargs)
 
     def get_schedule(self) -> LiveSchedule:  # type: ignore[override]  # a mapping, as Celery's
         """The entries, live: what is written into it is scheduled, as in Celery."""

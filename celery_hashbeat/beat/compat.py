@@ -18,13 +18,14 @@ from collections.abc import Iterator, Mapping, MutableMapping
 from typing import TYPE_CHECKING, Any
 
 from celery_hashbeat._logs import BEAT, COMPAT
+from celery_hashbeat.entries.catalog import Catalog
+from celery_hashbeat.entries.errors import EntryError
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
     from celery.beat import ScheduleEntry
 
-    from celery_hashbeat.entries.catalog import Catalog
     from celery_hashbeat.entries.entry import Entry
     from celery_hashbeat.settings import Settings
 
@@ -67,6 +68,30 @@ class LiveSchedule(MutableMapping[str, "ScheduleEntry"]):
 
     def __repr__(self) -> str:
         return f"<LiveSchedule of {len(self)} entries>"
+
+
+#: ScheduleEntry's keywords that say what an entry reports, not what it is (``add_entry``).
+REPORTED_KEYWORDS = ("last_run_at", "total_run_count")
+
+
+def add_entry(catalog: Catalog, now_ms: int, keywords: dict[str, Any]) -> Entry:
+    """``Scheduler.add``: an entry from ScheduleEntry's keywords (``name``, ``task``,
+    ``schedule``, ``args``, ``kwargs``, ``options``, ``relative``, ``app``, ``last_run_at``,
+    ``total_run_count``) and the keys of a beat_schedule entry. ``last_run_at`` and
+    ``total_run_count`` are what the entry reports until it is first sent; when that is comes
+    from its schedule, counted from when it was added (docs/migration.md)."""
+    name = keywords.pop("name")
+    keywords.pop("app", None)
+    reported = {key: keywords.pop(key) for key in REPORTED_KEYWORDS if key in keywords}
+    # Refused with the reason, as the beat would log it, before anything changes.
+    Catalog.trial(catalog.app, catalog.settings, now_ms, name, keywords)
+    catalog.update({name: keywords})
+    if name in catalog.broken:
+        raise EntryError(f"entry {name!r} cannot run; see the log")
+    entry = catalog.entries[name]
+    for key, value in reported.items():
+        setattr(entry, key, value)
+    return entry
 
 
 def apply_changes(catalog: Catalog, changed: list[Entry]) -> None:
