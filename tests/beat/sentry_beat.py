@@ -72,7 +72,7 @@ def main(out: str) -> None:
             "hashed": {"task": "shop.report", "schedule": hashcron("* * * * *")},
         },
     )
-    app.task(name="shop.report")(report)
+    app.task(name="shop.report", shared=False)(report)
     clock = Clock()
     beat = Scheduler(app, lazy=True)
     beat.clock = clock

@@ -43,7 +43,7 @@ def spans(app: Celery) -> Iterator[InMemorySpanExporter]:
     # The instrumentation finds a published task by name in the current app.
     previous = _state.get_current_app()
     app.set_current()
-    app.task(name="shop.tick")(tick)
+    app.task(name="shop.tick", shared=False)(tick)
     app.conf.beat_schedule = {
         name: {"task": "shop.tick", "schedule": hashcron("* * * * *")} for name in NAMES
     }
