@@ -201,3 +201,27 @@ def test_a_subclass_overriding_send_task_sees_the_slots_of_unknown_tasks(
     expected = sorted(slot_task_id(name, slots[0]) for name in NAMES)
     assert sorted(scheduler.sent) == expected
     assert sorted(h["id"] for h in broker.headers()) == expected
+
+
+def test_a_tool_patching_this_schedulers_apply_async_sees_every_slot(
+    app: Celery,
+    schedulers: Any,
+    clock: Clock,
+    broker: Broker,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A patch on celery_hashbeat's own class counts as one on Celery's does."""
+    every_minute(app)
+    original = Scheduler.apply_async
+    wrapped: list[str] = []
+
+    def patched(self: Any, entry: Any, *args: Any, **kwargs: Any) -> Any:
+        wrapped.append(entry.options["task_id"])
+        return original(self, entry, *args, **kwargs)
+
+    monkeypatch.setattr(Scheduler, "apply_async", patched)
+    scheduler = schedulers(clock)
+    slots = slots_of(scheduler, clock, 1)
+    expected = sorted(slot_task_id(name, slots[0]) for name in NAMES)
+    assert sorted(wrapped) == expected
+    assert sorted(h["id"] for h in broker.headers()) == expected
