@@ -61,6 +61,11 @@ class StoreUnavailable(StoreError):  # noqa: N818 - the protocol's published nam
     """The store is unreachable or not answering: retry later (with backoff)."""
 
 
+class ReplicasBehind(StoreUnavailable):
+    """The store made a change but fewer replicas than ``hashbeat_store_min_replicas`` hold it:
+    the store answers and the lease holds, but what was changed must not be acted on yet."""
+
+
 class StoreAuthError(StoreError):
     """The store refused the credentials: retrying will not help until the settings change."""
 

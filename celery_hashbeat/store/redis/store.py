@@ -20,9 +20,9 @@ from celery_hashbeat.store.base import (
     Fence,
     History,
     LeaseInfo,
+    ReplicasBehind,
     RunGuard,
     Store,
-    StoreUnavailable,
 )
 from celery_hashbeat.store.options import (
     check_digest,
@@ -181,7 +181,7 @@ class RedisStore(Store):
         if claimed and acked < wanted:
             # Not published: to the caller this is a claim whose reply was lost; retried, the
             # claim is recognised as its own and waited for again (docs/design.md §10).
-            raise StoreUnavailable(
+            raise ReplicasBehind(
                 f"Redis store {self.url}: a claim of {len(claimed)} slot(s) reached {acked} "
                 f"replica(s) within {replication.timeout_ms} ms, not the {wanted} that "
                 "hashbeat_store_min_replicas asks for, so a failover could lose it; its slots are "
@@ -230,7 +230,7 @@ class RedisStore(Store):
         if taken and acked < replication.replicas:
             # Taking them must survive a failover, or the next leader would send them too.
             self.hand_over(token, ((entry, slot) for slot, entry in taken))
-            raise StoreUnavailable(
+            raise ReplicasBehind(
                 f"Redis store {self.url}: taking {len(taken)} handed-over slot(s) reached "
                 f"{acked} replica(s), not the {replication.replicas} that "
                 "hashbeat_store_min_replicas asks for; they are handed over again and not sent yet"
