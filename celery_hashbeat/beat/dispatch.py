@@ -221,7 +221,9 @@ class Dispatcher:
             else:
                 self.plan(entry, now, entry.advance, slot, now)
                 self.requeue(entry, now)
-        self.owed.owe((entry.name, slot) for entry, slot in mine)
+        # Claimed now, so no longer owed: a slot is owed only once it is surely not going out.
+        for name in claimed:
+            self.owed.paid(name, wanted[name][0])
         if mine:
             self._settle(self.publish(mine), now)
         if len(claimed) < len(batch):
@@ -315,7 +317,6 @@ class Dispatcher:
                 self._lost(entry, slot, outcome, error)
                 if outcome is not Outcome.DROPPED:
                     failure = failure or error
-            self.owed.paid(entry.name, slot)
             self.plan(entry, now, entry.advance, slot, now)
             self.requeue(entry, now)
         sent = any(s.outcome is Outcome.SENT for s in settled)
@@ -355,8 +356,7 @@ class Dispatcher:
         given = calls.attempt(calls.store.unclaim, self._token, back, runs)
         if given is FAILED:
             given = set()
-        for name in given:
-            self.owed.paid(name, back[name])
+        self.owed.owe((name, slot) for name, slot in back.items() if name not in given)
         kept = len(back) - len(given)
         if kept:
             logger.warning(

@@ -42,6 +42,7 @@ def chaos_schedule() -> dict[str, dict[str, Any]]:
 def schedule_for(name: str) -> dict[str, dict[str, Any]]:
     """``chaos``; ``failover`` (chaos plus a 250 ms hashed interval, so a new leader always has
     a slot due within a quarter second); ``burst:N`` (N entries every second, all at once);
+    ``wave:N`` (N entries every 5 seconds, all at once);
     ``spread-cron:N`` (N entries ``H * * * * *``, once a
     minute at a hashed second); ``spread-interval:N`` (N entries every 60 s at a hashed ms)."""
     kind, _, count = name.partition(":")
@@ -67,6 +68,11 @@ def schedule_for(name: str) -> dict[str, dict[str, Any]]:
     if kind == "burst":
         return {
             f"burst-{i}": {"task": TASK, "schedule": hashcron("* * * * * *")}
+            for i in range(int(count))
+        }
+    if kind == "wave":
+        return {
+            f"wave-{i}": {"task": TASK, "schedule": hashcron("*/5 * * * * *")}
             for i in range(int(count))
         }
     if kind == "spread-cron":
