@@ -5,7 +5,7 @@ from celery_hashbeat.expr import CronExpr, CronSyntaxError, NoFireTimeError, par
 __all__ = ["CronExpr", "CronSyntaxError", "NoFireTimeError", "parse"]
 from celery_hashbeat.control.admin import AdminError, ScheduleAdmin, UnknownEntryError
 from celery_hashbeat.scheduler import Scheduler
-from celery_hashbeat.schedules import hashcron, hashinterval
+from celery_hashbeat.schedules import at, hashcron, hashinterval
 from celery_hashbeat.worker import signals  # noqa: F401 - connects the worker's receivers
 
 __all__ += [
@@ -13,6 +13,7 @@ __all__ += [
     "ScheduleAdmin",
     "Scheduler",
     "UnknownEntryError",
+    "at",
     "hashcron",
     "hashinterval",
 ]

@@ -36,6 +36,7 @@ from celery_hashbeat.entries.errors import EntryError
 from celery_hashbeat.errors import HashbeatError
 from celery_hashbeat.observe.history import Record
 from celery_hashbeat.observe.history import decode as decode_record
+from celery_hashbeat.schedules import at as at_schedule
 from celery_hashbeat.settings import Settings
 from celery_hashbeat.store import open_store
 from celery_hashbeat.store.controls import DEFINITION, PAUSE
@@ -159,17 +160,21 @@ class ScheduleAdmin:
         self,
         name: str,
         task: str,
-        schedule: Any,
+        schedule: Any = None,
         args: Any = (),
         kwargs: dict[str, Any] | None = None,
         options: dict[str, Any] | None = None,
         *,
         allow_unregistered_task: bool = False,
+        at: Any = None,
         **more: Any,
     ) -> None:
         """Add a store entry; it fires at its first slot after now. ``more`` takes the other
-        definition keys (catch_up, catch_up_window, overlap, workers, start, end, max_runs)."""
+        definition keys (catch_up, catch_up_window, overlap, workers, start, end, max_runs,
+        exclude, on_excluded). ``at`` (an aware datetime or ISO 8601 text) makes it a one-shot
+        in place of ``schedule`` (docs/design.md §18)."""
         self._not_configured(name, "add")
+        schedule = one_shot_or(name, schedule, at)
         definition = {
             "task": task,
             "schedule": schedule,
@@ -286,7 +291,7 @@ class ScheduleAdmin:
         try:
             text = encode(name, definition, self._now_ms())
             decoded = decode(name, text).definition
-            Catalog.trial(self.app, self.settings, self._now_ms(), name, decoded)
+            Catalog.trial(self.app, self.settings, self._now_ms(), name, decoded, written=True)
         except (DefinitionError, EntryError) as exc:
             raise AdminError(str(exc)) from None
         task = definition["task"]
@@ -362,6 +367,18 @@ def _stored_data(name: str, text: str) -> dict[str, Any]:
     data: dict[str, Any] = json.loads(text)
     data.pop("changed", None)
     return data
+
+
+def one_shot_or(name: str, schedule: Any, when: Any) -> Any:
+    """The schedule ``add`` was given: ``schedule``, or ``at(when)``, exactly one of them."""
+    if (schedule is None) == (when is None):
+        raise AdminError(f"entry {name!r}: give a schedule, or at=... for a one-shot, and not both")
+    if when is None:
+        return schedule
+    try:
+        return at_schedule(when)
+    except ValueError as exc:
+        raise AdminError(f"entry {name!r}: {exc}") from None
 
 
 def check_name_or_refuse(name: str) -> None:

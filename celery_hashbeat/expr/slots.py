@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import abc
 from collections import deque
-from datetime import datetime, timedelta, timezone
+from datetime import date, datetime, time, timedelta, timezone, tzinfo
 
+from celery_hashbeat.expr.calendar import HORIZON_DAYS, Calendar
 from celery_hashbeat.expr.cronexpr import CronExpr
 from celery_hashbeat.expr.errors import NoFireTimeError
 
@@ -175,3 +176,133 @@ class ChainSlots(Slots):
         last = low + (high - low) // self.every * self.every
         first = max(low + self.every, last - (limit - 1) * self.every)
         return list(range(first, last + 1, self.every))
+
+
+class CalendarSlots(Slots):
+    """The slots of ``inner`` with the days ``calendar`` excludes (in zone ``tz``) left out, or
+    moved to the nearest day it does not exclude, at the same time of day (docs/design.md §17).
+
+    The common case costs one lookup: the bounds of the local day asked last are kept, and the
+    calendar answers from a set per year. A day that receives moved slots has its slots listed
+    once (kept until another day is asked), so that two slots never land on one instant.
+    """
+
+    __slots__ = (
+        "_day",
+        "_high",
+        "_landing",
+        "_low",
+        "asks_is_due",
+        "calendar",
+        "chained",
+        "inner",
+        "mode",
+        "tz",
+    )
+
+    def __init__(self, inner: Slots, calendar: Calendar, tz: tzinfo, mode: str = "skip") -> None:
+        self.inner, self.calendar, self.tz, self.mode = inner, calendar, tz, mode
+        self.chained, self.asks_is_due = inner.chained, inner.asks_is_due
+        self._low, self._high, self._day = 0, 0, 0
+        self._landing: tuple[int, list[int]] = (0, [])
+
+    def consents(self, slot: int, last: int) -> bool:
+        return self.inner.consents(slot, last)
+
+    def day_of(self, ms: int) -> int:
+        """The local day (an ordinal) of instant ``ms``."""
+        if self._low <= ms < self._high:
+            return self._day
+        day = to_datetime(ms).astimezone(self.tz).toordinal()
+        self._low, self._high, self._day = self.day_start(day), self.day_start(day + 1), day
+        return day
+
+    def day_start(self, day: int) -> int:
+        """The first instant (ms) of local day ``day``."""
+        return to_ms(datetime.combine(date.fromordinal(day), time(), tzinfo=self.tz))
+
+    def next_after(self, ms: int) -> int:
+        inner, calendar = self.inner, self.calendar
+        slot = inner.next_after(ms)
+        day = self.day_of(slot)
+        if self.mode == "skip":
+            first = day
+            while calendar.excluded(day):
+                if day - first > HORIZON_DAYS:
+                    raise self._never(ms)
+                slot = inner.next_after(max(slot, self.day_start(calendar.next_open(day)) - 1))
+                day = self.day_of(slot)
+            return slot
+        step = 1 if self.mode == "next_business_day" else -1
+        if (
+            day == self.day_of(ms)
+            and not calendar.excluded(day)
+            and not calendar.excluded(day - step)
+        ):
+            return slot  # nothing moves onto this day: its own next slot is the next one
+        return self._moved_after(ms, step)
+
+    def _moved_after(self, ms: int, step: int) -> int:
+        calendar = self.calendar
+        day = calendar.next_open(self.day_of(ms))
+        first = day
+        while day - first <= HORIZON_DAYS:
+            for slot in self.landing(day):
+                if slot > ms:
+                    return slot
+            following = self.inner.next_after(max(ms, self.day_start(day + 1) - 1))
+            later = self.day_of(following)
+            if not calendar.excluded(later):
+                day = later
+            elif step < 0 and (back := calendar.next_open(later, -1)) > day:
+                day = back
+            else:
+                day = calendar.next_open(later)
+        raise self._never(ms)
+
+    def landing(self, day: int) -> list[int]:
+        """Every slot on open day ``day``: its own and those moved onto it, in order."""
+        if self._landing[0] == day:
+            return self._landing[1]
+        found = set(self._own(day))
+        step = -1 if self.mode == "next_business_day" else 1
+        source = day + step
+        while self.calendar.excluded(source) and abs(source - day) <= HORIZON_DAYS:
+            found.update(self.moved(slot, day) for slot in self._own(source))
+            source += step
+        landing = sorted(found)
+        self._landing = (day, landing)
+        return landing
+
+    def _own(self, day: int) -> list[int]:
+        """The inner slots on local day ``day``."""
+        end = self.day_start(day + 1)
+        slots, slot = [], self.inner.next_after(self.day_start(day) - 1)
+        while slot < end:
+            slots.append(slot)
+            slot = self.inner.next_after(slot)
+        return slots
+
+    def moved(self, slot: int, day: int) -> int:
+        """Slot ``slot`` at the same local time of day on day ``day``."""
+        local = to_datetime(slot).astimezone(self.tz)
+        target = datetime.combine(date.fromordinal(day), local.time(), tzinfo=self.tz)
+        return to_ms(target.replace(fold=local.fold))
+
+    def fate(self, slot: int) -> int | None:
+        """Where inner slot ``slot`` goes: itself on an open day, None when skipped, or the
+        instant it is moved to."""
+        day = self.day_of(slot)
+        if not self.calendar.excluded(day):
+            return slot
+        if self.mode == "skip":
+            return None
+        step = 1 if self.mode == "next_business_day" else -1
+        return self.moved(slot, self.calendar.next_open(day, step))
+
+    def _never(self, ms: int) -> NoFireTimeError:
+        return NoFireTimeError(
+            f"it never fires: the calendar {list(self.calendar.specs)} excludes every day it "
+            f"has a slot on for {HORIZON_DAYS} days after {to_datetime(ms):%Y-%m-%d}; remove an "
+            f"exclude entry or change the schedule"
+        )
