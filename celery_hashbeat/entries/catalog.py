@@ -297,8 +297,9 @@ def refuse_past_once(name: str, entry: Entry, now_ms: int) -> None:
     """A one-shot written with an instant that has passed is refused unless its catch-up
     sends it late (``catch_up`` latest or all, and within any ``catch_up_window``)."""
     source = entry.source
-    past = isinstance(source, OnceSlots) and source.instant <= now_ms
-    if past and not upcoming(entry, None, 0, now_ms, 1):
+    if not isinstance(source, OnceSlots):
+        return
+    if source.instant <= now_ms and not upcoming(entry, None, 0, now_ms, 1):
         when = to_datetime(source.instant).isoformat(timespec="seconds")
         window = "" if entry.window is None else f", window {entry.window // 1000}s"
         raise EntryError(
