@@ -65,6 +65,21 @@ DEFINITION_OPTIONS = (
     click.option("--tz", metavar="ZONE", help="The --cron expression's IANA time zone."),
     click.option("--every", metavar="SECONDS", help="A plain interval, as a beat_schedule number."),
     click.option("--interval", metavar="SECONDS", help="hashinterval(SECONDS): a hashed offset."),
+    click.option(
+        "--at", metavar="ISO", help="A one-shot: fires once at this instant (ISO 8601 with offset)."
+    ),
+    click.option(
+        "--exclude",
+        metavar="DAYS",
+        multiple=True,
+        help="Days not to fire on (repeatable): 2026-12-25, 2026-12-24..2026-12-31, *-12-25, "
+        "sat,sun, holidays:US, ical:/path/file.ics.",
+    ),
+    click.option(
+        "--on-excluded",
+        metavar="MODE",
+        help="skip (default), next_business_day or previous_business_day.",
+    ),
     click.option("--args", metavar="JSON", help="Positional arguments, a JSON list."),
     click.option("--kwargs", metavar="JSON", help="Keyword arguments, a JSON object."),
     click.option("--queue", metavar="QUEUE", help="The queue to send to (options.queue)."),
@@ -94,6 +109,8 @@ UNSETTABLE = (
     "end",
     "max_runs",
     "workers",
+    "exclude",
+    "on_excluded",
 )
 
 
@@ -111,9 +128,11 @@ def read_schedule(name: str, given: dict[str, str | None], current: Any = None) 
     """The schedule the options give (None if none), as the object ScheduleAdmin takes. On an
     update of a hashcron (``current``, its stored data), --cron keeps its time zone and --tz
     alone keeps its expression, so that only what is given changes."""
-    chosen = [key for key in ("cron", "every", "interval") if given.get(key) is not None]
+    chosen = [key for key in ("cron", "every", "interval", "at") if given.get(key) is not None]
     if len(chosen) > 1:
-        raise bad(name, "--" + "/--".join(chosen), "give only one of --cron, --every, --interval")
+        raise bad(
+            name, "--" + "/--".join(chosen), "give only one of --cron, --every, --interval, --at"
+        )
     cron = dict(current) if isinstance(current, dict) and "hashcron" in current else None
     tz = given.get("tz")
     if tz is not None and chosen != ["cron"] and (chosen or cron is None):
@@ -126,6 +145,8 @@ def read_schedule(name: str, given: dict[str, str | None], current: Any = None) 
         data: dict[str, Any] = {**(cron or {}), "hashcron": text or (cron or {}).get("hashcron")}
         if tz is not None:
             data["tz"] = tz
+    elif key == "at":
+        data = {"at": text}
     else:
         data = {"every" if key == "every" else "hashinterval": number(name, f"--{key}", text or "")}
     try:
@@ -164,9 +185,11 @@ def read_changes(
     schedule = read_schedule(name, given, current.get("schedule"))
     if schedule is not None:
         changes["schedule"] = schedule
-    for key in ("task", "overlap", "catch_up", "start", "end"):
+    for key in ("task", "overlap", "catch_up", "start", "end", "on_excluded"):
         if given.get(key) is not None:
             changes[key] = given[key]
+    if given.get("exclude"):
+        changes["exclude"] = list(given["exclude"] or ())
     if given.get("args") is not None:
         changes["args"] = read_json(name, "--args", given["args"] or "", list)
     if given.get("kwargs") is not None:
@@ -205,18 +228,19 @@ def add(
     """Add entry NAME to the store, beside beat_schedule; the leader picks it up within a
     second and sends it at its first slot after now, never at once.
 
-    Give --task and one of --cron (with --tz), --every or --interval.
+    Give --task and one of --cron (with --tz), --every, --interval or --at (a one-shot).
 
     \b
     Examples:
       hashbeat add report-42 -A proj --task shop.report --cron "H 6 * * *" --tz Europe/Riga \\
-          --args '[42]' --queue reports --overlap skip
+          --args '[42]' --queue reports --overlap skip --exclude sat,sun --exclude holidays:LV
       hashbeat add poll -A proj --task feeds.poll --interval 300 --max-runs 10
+      hashbeat add launch -A proj --task shop.launch --at 2026-12-01T09:00:00+01:00
     """
     if not given.get("task"):
         raise bad(name, "--task", "give the task to send")
-    if all(given.get(key) is None for key in ("cron", "every", "interval")):
-        raise bad(name, "--cron, --every or --interval", "give the entry's schedule")
+    if all(given.get(key) is None for key in ("cron", "every", "interval", "at")):
+        raise bad(name, "--cron, --every, --interval or --at", "give the entry's schedule")
     changes = read_changes(name, given)
     task, schedule = changes.pop("task"), changes.pop("schedule")
     with opened_admin(app_name) as admin:
