@@ -124,7 +124,9 @@ def test_days_are_counted_in_the_schedules_zone() -> None:
     interval = IntervalSlots(6 * 3600_000, 0)
     slots = CalendarSlots(interval, parse_calendar("2027-07-04"), NEW_YORK)
     start = to_ms(datetime(2027, 7, 3, 23, tzinfo=NEW_YORK))
-    local = [to_datetime(s).astimezone(NEW_YORK) for s in slots.recent(start, start + 36 * 3600_000, 99)]
+    local = [
+        to_datetime(s).astimezone(NEW_YORK) for s in slots.recent(start, start + 36 * 3600_000, 99)
+    ]
     assert all(moment.date() != date(2027, 7, 4) for moment in local)
     assert [m.date() for m in local][:1] == [date(2027, 7, 5)]
 
@@ -143,7 +145,14 @@ def test_every_kind_of_exclude_text_excludes_its_days(tmp_path: Path) -> None:
         "END:VCALENDAR\r\n"
     )
     calendar = parse_calendar(
-        ["2027-02-02", "2027-12-24..2027-12-31", "*-08-15", "*-01-30..*-02-01", "wed", f"ical:{ics}"]
+        [
+            "2027-02-02",
+            "2027-12-24..2027-12-31",
+            "*-08-15",
+            "*-01-30..*-02-01",
+            "wed",
+            f"ical:{ics}",
+        ]
     )
 
     excluded = {d for d in days_of(2027) if calendar.excluded(d.toordinal())}
