@@ -109,9 +109,9 @@ def schedule_text(data: Any) -> str:
         words = [str(data["hashcron"])]
         words += [f"({data['tz']})"] if data.get("tz") else []
         words += ["day_and"] if data.get("day_and") else []
-        return " ".join(words)
+        return " ".join(words) + excluding_text(data)
     if "hashinterval" in data:
-        return f"hashinterval {data['hashinterval']:g}s"
+        return f"hashinterval {data['hashinterval']:g}s" + excluding_text(data)
     if "every" in data:
         return f"every {data['every']:g}s"
     if "crontab" in data:
@@ -121,7 +121,17 @@ def schedule_text(data: Any) -> str:
     if "solar" in data:
         fields = data["solar"]
         return f"solar {fields.get('event')} {fields.get('lat')},{fields.get('lon')}"
+    if "at" in data:
+        return f"at {data['at']} (one-shot)"
     return str(data)
+
+
+def excluding_text(data: dict[str, Any]) -> str:
+    """``, excluding sat,sun; holidays:US (next_business_day)`` for a schedule with a calendar."""
+    if not data.get("exclude"):
+        return ""
+    mode = data.get("on_excluded")
+    return f", excluding {'; '.join(data['exclude'])}" + (f" ({mode})" if mode else "")
 
 
 def paused_text(view: EntryView, now: int) -> str:
@@ -149,6 +159,7 @@ def entry_json(view: EntryView) -> dict[str, object]:
         if pause is None or not pause.paused
         else {"reason": pause.reason, "since": stamp_iso(pause.at)},
         "next_slots": [stamp_iso(slot) for slot in view.next_slots],
+        **({} if view.state is None else {"one_shot": view.state}),
     }
 
 
@@ -173,6 +184,8 @@ def describe_view(view: EntryView, now: int) -> str:
                 text = value if isinstance(value, str) else json.dumps(value)
             lines.append((key, text))
     lines.append(("paused", paused_text(view, now) or "no"))
+    if view.state is not None:
+        lines.append(("one-shot", view.state))
     slots = [f"{stamp(slot)} ({relative(slot, now)})" for slot in view.next_slots]
     lines += [("next slots" if i == 0 else "", slot) for i, slot in enumerate(slots or ["-"])]
     width = max(len(key) for key, _ in lines) + 2

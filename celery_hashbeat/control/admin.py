@@ -33,6 +33,7 @@ from celery_hashbeat.control.polling import ControlState
 from celery_hashbeat.entries.building import as_definition
 from celery_hashbeat.entries.catalog import Catalog
 from celery_hashbeat.entries.errors import EntryError
+from celery_hashbeat.entries.oneshot import once_state
 from celery_hashbeat.errors import HashbeatError
 from celery_hashbeat.observe.history import Record
 from celery_hashbeat.observe.history import decode as decode_record
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
 
     from celery import Celery
 
+    from celery_hashbeat.entries.entry import Entry
     from celery_hashbeat.store import Store
     from celery_hashbeat.store.base import Fence, Roster
 
@@ -83,6 +85,8 @@ class EntryView:
     #: copies' together), as the leader plans them; empty for one it sends no more.
     next_slots: list[int]
     recent: list[Record]
+    #: A one-shot's state (docs/design.md §18): done, or when it fires; None for other entries.
+    state: str | None = None
 
     @property
     def paused(self) -> bool:
@@ -335,6 +339,7 @@ class ScheduleAdmin:
                     self._pause(name, pause_text),
                     sorted(slots)[:NEXT_SLOTS],
                     [r for r in map(decode_record, self.store.history(name, RECENT)) if r],
+                    one_shot_state(planned.catalog.entries.get(name), fences.get(name), slots),
                 )
             )
         return views
@@ -367,6 +372,13 @@ def _stored_data(name: str, text: str) -> dict[str, Any]:
     data: dict[str, Any] = json.loads(text)
     data.pop("changed", None)
     return data
+
+
+def one_shot_state(entry: Entry | None, fence: Fence | None, slots: list[int]) -> str | None:
+    """A one-shot's state for the views (None for any other entry)."""
+    if entry is None:
+        return None
+    return once_state(entry.source, None if fence is None else fence.slot, slots)
 
 
 def one_shot_or(name: str, schedule: Any, when: Any) -> Any:
