@@ -8,7 +8,7 @@ from importlib.metadata import entry_points
 
 import celery_hashbeat
 
-#: Every public name, as the README and docs/design.md §4 and §13 import them.
+#: Every public name, as the README and docs/design.md §4, §13 and §18 import them.
 PUBLIC = [
     "AdminError",
     "CronExpr",
@@ -17,6 +17,7 @@ PUBLIC = [
     "ScheduleAdmin",
     "Scheduler",
     "UnknownEntryError",
+    "at",
     "hashcron",
     "hashinterval",
     "parse",
