@@ -53,4 +53,4 @@ def once_state(source: Slots, fence_slot: int | None, next_slots: list[int]) -> 
         return f"done: sent its one slot, {when}"
     if not next_slots:
         return f"done: its one slot, {when}, was not sent (missed; its catch-up left it out)"
-    return f"one-shot at {when}"
+    return f"to come, at {when}"

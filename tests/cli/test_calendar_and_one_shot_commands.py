@@ -94,7 +94,7 @@ def test_add_at_makes_a_one_shot_and_refuses_a_naive_or_past_instant(
     out = ok(run("hashbeat", "add", "launch", "-A", APP, "--task", TASK, "--at", soon.isoformat()))
     assert "added 'launch'" in out
     shown = ok(run("hashbeat", "show", "launch", "-A", APP))
-    assert "one-shot at" in shown and soon.strftime("%H:%M") in shown
+    assert "to come, at" in shown and soon.strftime("%H:%M") in shown
 
     refused(
         run("hashbeat", "add", "naive", "-A", APP, "--task", TASK, "--at", "2030-01-01T09:00:00"),

@@ -66,7 +66,7 @@ def test_a_stored_one_shot_is_sent_once_stays_done_and_leaves_after_the_retentio
     read(beat)
     later(clock, 60, beat)
     assert broker.slots() == []
-    assert admin.get("once").state == f"one-shot at {to_datetime(instant).isoformat()}"
+    assert admin.get("once").state == f"to come, at {to_datetime(instant).isoformat()}"
     later(clock, 61, beat)
     assert sorted(broker.slots()) == [("config-once", iso(instant)), ("once", iso(instant))]
 
