@@ -17,6 +17,8 @@ from datetime import date, datetime, time, timedelta, timezone, tzinfo
 from celery_hashbeat.expr.calendar import HORIZON_DAYS, Calendar
 from celery_hashbeat.expr.cronexpr import CronExpr
 from celery_hashbeat.expr.errors import NoFireTimeError
+from celery_hashbeat.expr.zones import DAY as DAY_S
+from celery_hashbeat.expr.zones import EPOCH_ORDINAL, zone_for
 
 UTC = timezone.utc
 
@@ -182,16 +184,24 @@ class CalendarSlots(Slots):
     """The slots of ``inner`` with the days ``calendar`` excludes (in zone ``tz``) left out, or
     moved to the nearest day it does not exclude, at the same time of day (docs/design.md §17).
 
-    The common case costs one lookup: the bounds of the local day asked last are kept, and the
-    calendar answers from a set per year. A day that receives moved slots has its slots listed
-    once (kept until another day is asked), so that two slots never land on one instant.
+    The common case costs a comparison: the bounds of the local day asked last are kept, with
+    whether its slots stand as they are (the day is open and, when slots move, no neighbour's
+    slots move onto it); the calendar answers from a set per year. A day that receives moved
+    slots has its slots listed once (kept until another day is asked), so that two slots never
+    land on one instant.
     """
 
     __slots__ = (
         "_day",
+        "_excluded",
+        "_fast",
         "_high",
         "_landing",
         "_low",
+        "_plain",
+        "_span",
+        "_step",
+        "_zone",
         "asks_is_due",
         "calendar",
         "chained",
@@ -203,55 +213,118 @@ class CalendarSlots(Slots):
     def __init__(self, inner: Slots, calendar: Calendar, tz: tzinfo, mode: str = "skip") -> None:
         self.inner, self.calendar, self.tz, self.mode = inner, calendar, tz, mode
         self.chained, self.asks_is_due = inner.chained, inner.asks_is_due
-        self._low, self._high, self._day = 0, 0, 0
+        #: 0 to skip; 1 or -1: the direction a slot on an excluded day moves in.
+        self._step = {"skip": 0, "next_business_day": 1}.get(mode, -1)
+        self._zone = zone_for(tz)
+        self._excluded = calendar.excluded
+        self._low, self._high, self._day, self._plain, self._fast = 0, 0, 0, False, 0
+        #: The UTC offset's span around the instant asked last: (start s, end s, offset s).
+        self._span = (0, 0, 0)
         self._landing: tuple[int, list[int]] = (0, [])
 
     def consents(self, slot: int, last: int) -> bool:
         return self.inner.consents(slot, last)
 
     def day_of(self, ms: int) -> int:
-        """The local day (an ordinal) of instant ``ms``."""
+        """The local day (an ordinal) of instant ``ms``; remembers its bounds and whether its
+        slots stand as they are."""
         if self._low <= ms < self._high:
             return self._day
-        day = to_datetime(ms).astimezone(self.tz).toordinal()
-        self._low, self._high, self._day = self.day_start(day), self.day_start(day + 1), day
+        seconds = ms // 1000
+        first, last, offset = self._span
+        if not first <= seconds < last:
+            first, last, offset = self._load_span(seconds)
+        local_days = (seconds + offset) // DAY_S
+        midnight = local_days * DAY_S - offset
+        day = local_days + EPOCH_ORDINAL
+        # Inside one offset's span, every instant of [midnight, midnight + a day) is this day.
+        low = (midnight if midnight > first else first) * 1000
+        high = (midnight + DAY_S if midnight + DAY_S < last else last) * 1000
+        excluded, step = self._excluded, self._step
+        plain = not excluded(day) and not (step and excluded(day - step))
+        self._low, self._high, self._day, self._plain = low, high, day, plain
+        # The fast path's lower bound: the day's start if its slots stand, else nothing passes.
+        self._fast = low if plain else high
         return day
+
+    def _load_span(self, seconds: int) -> tuple[int, int, int]:
+        """The span of one UTC offset around ``seconds`` (epoch s), as (start, end, offset)."""
+        zone = self._zone
+        if zone.fixed:
+            self._span = (-(2**62), 2**62, zone.fixed_offset)
+        else:
+            segment = zone.segment(seconds)
+            self._span = (segment.start, segment.end, segment.offset)
+        return self._span
 
     def day_start(self, day: int) -> int:
         """The first instant (ms) of local day ``day``."""
+        local = (day - EPOCH_ORDINAL) * DAY_S
+        first, last, offset = self._span
+        guess = local - offset
+        if first <= guess < last:
+            return guess * 1000
+        zone = self._zone
+        guess = local - zone.segment(local).offset
+        if guess + zone.segment(guess).offset == local:
+            return guess * 1000
+        # Midnight falls in a daylight saving gap: the day starts where the gap ends.
         return to_ms(datetime.combine(date.fromordinal(day), time(), tzinfo=self.tz))
 
     def next_after(self, ms: int) -> int:
-        inner, calendar = self.inner, self.calendar
-        slot = inner.next_after(ms)
+        slot = self.inner.next_after(ms)
+        if self._fast <= (ms if self._step > 0 else slot) and slot < self._high:
+            return slot  # the usual answer: a slot on the day asked last, which stands as it is
         day = self.day_of(slot)
-        if self.mode == "skip":
-            first = day
-            while calendar.excluded(day):
-                if day - first > HORIZON_DAYS:
-                    raise self._never(ms)
-                slot = inner.next_after(max(slot, self.day_start(calendar.next_open(day)) - 1))
-                day = self.day_of(slot)
+        if self._plain and (self._step <= 0 or self._before_is_plain(ms)):
             return slot
-        step = 1 if self.mode == "next_business_day" else -1
-        if (
-            day == self.day_of(ms)
-            and not calendar.excluded(day)
-            and not calendar.excluded(day - step)
-        ):
-            return slot  # nothing moves onto this day: its own next slot is the next one
-        return self._moved_after(ms, step)
+        if self._step == 0:
+            return self._skipped_after(slot, day, ms)
+        return self._moved_after(ms, self._step)
+
+    def _before_is_plain(self, ms: int) -> bool:
+        """Whether no slot moved forward can land between ``ms`` and the next inner slot: the
+        day of ``ms`` and the day before it are open (later days up to the slot have no
+        slots, or the slot's own day says)."""
+        day, excluded = self._ms_day(ms), self.calendar.excluded
+        if excluded(day):
+            return False
+        if not excluded(day - 1):
+            return True
+        landed, landing = self._landing  # the slots moved onto that day, when known
+        return landed == day and (not landing or landing[-1] <= ms)
+
+    def _ms_day(self, ms: int) -> int:
+        """The local day of ``ms`` without moving the remembered day."""
+        if self._low <= ms < self._high:
+            return self._day
+        return to_datetime(ms).astimezone(self.tz).toordinal()
+
+    def _skipped_after(self, slot: int, day: int, ms: int) -> int:
+        calendar, inner = self.calendar, self.inner
+        first = day
+        while calendar.excluded(day):
+            if day - first > HORIZON_DAYS:
+                raise self._never(ms)
+            slot = inner.next_after(max(slot, self.day_start(calendar.next_open(day)) - 1))
+            day = self.day_of(slot)
+        return slot
 
     def _moved_after(self, ms: int, step: int) -> int:
         calendar = self.calendar
-        day = calendar.next_open(self.day_of(ms))
+        day = calendar.next_open(self._ms_day(ms))
         first = day
         while day - first <= HORIZON_DAYS:
-            for slot in self.landing(day):
-                if slot > ms:
-                    return slot
-            following = self.inner.next_after(max(ms, self.day_start(day + 1) - 1))
-            later = self.day_of(following)
+            if calendar.excluded(day - step):
+                for slot in self.landing(day):
+                    if slot > ms:
+                        return slot
+                following = self.inner.next_after(max(ms, self.day_start(day + 1) - 1))
+            else:  # nothing moves onto this day: its own next slot, if it has one
+                following = self.inner.next_after(max(ms, self.day_start(day) - 1))
+                if following < self.day_start(day + 1):
+                    return following
+            later = self._ms_day(following)
             if not calendar.excluded(later):
                 day = later
             elif step < 0 and (back := calendar.next_open(later, -1)) > day:
@@ -265,7 +338,7 @@ class CalendarSlots(Slots):
         if self._landing[0] == day:
             return self._landing[1]
         found = set(self._own(day))
-        step = -1 if self.mode == "next_business_day" else 1
+        step = -self._step
         source = day + step
         while self.calendar.excluded(source) and abs(source - day) <= HORIZON_DAYS:
             found.update(self.moved(slot, day) for slot in self._own(source))
@@ -292,13 +365,12 @@ class CalendarSlots(Slots):
     def fate(self, slot: int) -> int | None:
         """Where inner slot ``slot`` goes: itself on an open day, None when skipped, or the
         instant it is moved to."""
-        day = self.day_of(slot)
+        day = self._ms_day(slot)
         if not self.calendar.excluded(day):
             return slot
-        if self.mode == "skip":
+        if self._step == 0:
             return None
-        step = 1 if self.mode == "next_business_day" else -1
-        return self.moved(slot, self.calendar.next_open(day, step))
+        return self.moved(slot, self.calendar.next_open(day, self._step))
 
     def _never(self, ms: int) -> NoFireTimeError:
         return NoFireTimeError(
