@@ -155,3 +155,27 @@ def test_explain_shows_excluded_and_moved_slots(run: Run) -> None:
     ]
     assert lines[1].endswith("excluded, moved to Mon 2026-12-28")
     assert lines[4].endswith("moved from Fri 2026-12-25, Sat 2026-12-26, Sun 2026-12-27")
+
+
+def test_schedule_lists_one_shots_and_calendars(run: Run) -> None:
+    out = ok(run("hashbeat", "schedule", "-A", "tests.cli.calendar_proj", "--no-store"))
+    launch = next(line for line in out.splitlines() if line.startswith("launch "))
+    assert " at " in launch and "2031-06-01T09:00:00+02:00" in launch
+    assert "weekdays: excluding sat,sun (skip)" in out
+    assert "moved: excluding 2031-01-01 (previous_business_day)" in out
+    rows = json.loads(
+        ok(run("hashbeat", "schedule", "-A", "tests.cli.calendar_proj", "--no-store", "--json"))
+    )["entries"]
+    launch_row = next(row for row in rows if row["name"] == "launch")
+    assert launch_row["kind"] == "at" and launch_row["next_ms"] == 1_938_063_600_000
+
+
+def test_spread_counts_what_calendars_leave_out_and_move(run: Run) -> None:
+    # A week from Saturday 2030-12-28: the weekend's two slots of "weekdays" are left out, and
+    # "moved"'s slot of 2031-01-01 goes to 2030-12-31, where one already is: one slot, moved.
+    args = ["-A", "tests.cli.calendar_proj", "--date", "2030-12-28", "--week", "--json"]
+    shown = json.loads(ok(run("hashbeat", "spread", *args)))
+    assert shown["calendars"] == {"excluded": 2, "moved": 1}
+    # launch is outside the week; weekdays fires Mon-Fri (5), moved every day but the 1st (6),
+    # and Celery's own celery.backend_cleanup every day (7).
+    assert shown["hashed"]["total"] == 5 + 6 + 7
