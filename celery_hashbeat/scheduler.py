@@ -310,6 +310,7 @@ class Scheduler(beat.Scheduler):
             return
         self._closed = True
         self._closing_at = time.monotonic()
+        self._stop.shield()  # a second SIGTERM must not cut the lease release short
         if self._http is not None:
             self._http.close()
         calls = self.store_calls
@@ -324,9 +325,9 @@ class Scheduler(beat.Scheduler):
                 calls.call(calls.store.close)
             except Exception:
                 logger.debug("beat: closing the store failed", exc_info=True)
-        self._stop.uninstall()
         self.publisher.close(give_up=self._gave_up)
         calls.close()
+        self._stop.uninstall()
 
     def status(self) -> dict[str, Any]:
         """This beat as /status shows it: read from the HTTP thread, so only plain values."""
