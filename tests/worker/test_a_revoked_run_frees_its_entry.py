@@ -44,16 +44,16 @@ def test_each_run_revoked_with_terminate_lets_the_next_slot_run(scenario: Scenar
     control = Celery("revoker", broker=scenario.redis.url, set_as_current=False)
     try:
         for revokes in range(REVOKES):
-            assert wait_until(lambda: len(runs(scenario)) > revokes, 30, 0.1), (
+            assert wait_until(lambda n=revokes: len(runs(scenario)) > n, 30, 0.1), (
                 "the next slot did not run after the revoke:\n" + scenario.diagnostics()
             )
             run = runs(scenario)[revokes]
             assert wait_until(
-                lambda: scenario.store.running(["long"]).get("long") == run.task_id, 10, 0.1
+                lambda id=run.task_id: scenario.store.running(["long"]).get("long") == id, 10, 0.1
             ), scenario.diagnostics()
             control.control.revoke(run.task_id, terminate=True)
             revoked_at = time.time()
-            assert wait_until(lambda: len(runs(scenario)) > revokes + 1, 3 * PERIOD + 2, 0.1), (
+            assert wait_until(lambda n=revokes: len(runs(scenario)) > n + 1, 3 * PERIOD + 2, 0.1), (
                 "the next slot did not run after the revoke:\n" + scenario.diagnostics()
             )
             following = runs(scenario)[revokes + 1]
