@@ -31,6 +31,12 @@ from celery_hashbeat.store.options import (
 from celery_hashbeat.store.sqlite.clock import BOOT, LIVE, lease_now_ms, wall_now_ms
 from celery_hashbeat.store.sqlite.controls import SQLiteControlRecords
 from celery_hashbeat.store.sqlite.database import Database, chunks
+from celery_hashbeat.store.sqlite.lifetimes import (
+    LAPSED,
+    purge_histories,
+    refresh_histories,
+    retire_histories,
+)
 from celery_hashbeat.store.sqlite.runs import RunLeases
 
 
@@ -234,6 +240,7 @@ class SQLiteStore(Store):
                 "DELETE FROM hashbeat_fired WHERE prefix = ? AND entry = ?",
                 ((self._prefix, entry) for entry in entries),
             )
+            retire_histories(db, self._prefix, entries)
             return True
 
     def hold_run(self, entry: str, task_id: str, ttl_ms: int) -> bool:
@@ -283,6 +290,7 @@ class SQLiteStore(Store):
                 for entry in {entry for entry, _ in history}
             ),
         )
+        refresh_histories(db, self._prefix, (entry for entry, _ in history))
 
     def record(self, history: History) -> None:
         if not history:
@@ -296,8 +304,8 @@ class SQLiteStore(Store):
         with self._database.transaction(write=False) as db:
             rows = db.execute(
                 "SELECT record FROM hashbeat_history WHERE prefix = ? AND entry = ?"
-                " ORDER BY id DESC LIMIT ?",
-                (self._prefix, entry, limit),
+                f" AND NOT {LAPSED} ORDER BY id DESC LIMIT ?",
+                (self._prefix, entry, self._prefix, entry, wall_now_ms(), limit),
             )
             return [row[0] for row in rows]
 
@@ -305,6 +313,7 @@ class SQLiteStore(Store):
         check_ttl(ttl_ms)
         check_digest(schedule_digest)  # as Redis requires, so a digest works in either store
         with self._database.transaction() as db:
+            purge_histories(db, self._prefix)
             now = lease_now_ms()
             db.execute(
                 f"DELETE FROM hashbeat_beats WHERE prefix = ? AND NOT ({LIVE})",
