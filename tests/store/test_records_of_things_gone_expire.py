@@ -37,16 +37,20 @@ def test_a_forgotten_entrys_history_goes_and_a_live_ones_stays(
     assert store.history("live") == ["2", "1"]
 
 
-def test_an_entry_forgotten_and_written_again_keeps_a_bounded_life(
+def test_a_late_record_of_a_forgotten_entry_does_not_revive_its_history(
     store: Store, short_life: None
 ) -> None:
-    """A copy's task that ends after its worker left still records: its history lives on, but
-    no longer than any history does."""
+    """A copy's task that ends after its worker left, or a beat's outcome sent after the entry's
+    removal, still records; the history still goes when the forgotten entry's would."""
     assert store.acquire("a", LONG)
     store.record([("late", "1")])
     assert store.forget("a", ["late"])
     store.record([("late", "2")])
     assert store.history("late") == ["2", "1"]
+    time.sleep(GONE_MS * 2 / 1000)
+    assert store.history("late") == []
+    store.record([("late", "3")])  # a record after that starts a history afresh
+    assert store.history("late") == ["3"]
 
 
 def test_a_removed_names_mark_goes_and_a_reader_that_missed_it_reads_everything(

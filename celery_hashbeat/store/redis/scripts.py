@@ -14,17 +14,22 @@ are Lua functions that scripts put before their own text. The scripts are text o
 registers them (Connection.script) and Redis runs them by their SHA.
 """
 
-from celery_hashbeat.store.retention import HISTORY_TTL_MS
+from celery_hashbeat.store.retention import GONE_TTL_MS, HISTORY_TTL_MS
 
 # Helper, put before the scripts that carry history: record(prefix, cap, first, last) appends the
 # (entry, record) pairs ARGV[first..last] to the lists prefix .. entry, each trimmed to its newest
-# cap records and living HISTORY_TTL_MS after its last record (store/retention.py).
+# cap records and living HISTORY_TTL_MS after its last record (store/retention.py), except a
+# history whose entry was forgotten (GONE_TTL_MS or less left): a late record does not revive it.
 RECORD_HISTORY = f"""
 local function record(prefix, cap, first, last)
   for i = first, last, 2 do
-    redis.call('LPUSH', prefix .. ARGV[i], ARGV[i + 1])
-    redis.call('LTRIM', prefix .. ARGV[i], 0, cap - 1)
-    redis.call('PEXPIRE', prefix .. ARGV[i], {HISTORY_TTL_MS})
+    local key = prefix .. ARGV[i]
+    local left = redis.call('PTTL', key)
+    redis.call('LPUSH', key, ARGV[i + 1])
+    redis.call('LTRIM', key, 0, cap - 1)
+    if left < 0 or left > {GONE_TTL_MS} then
+      redis.call('PEXPIRE', key, {HISTORY_TTL_MS})
+    end
   end
 end
 """

@@ -24,12 +24,17 @@ LAPSED = (
 
 
 def refresh_histories(db: sqlite3.Connection, prefix: str, entries: Iterable[str]) -> None:
-    """The histories just written live HISTORY_TTL_MS from now."""
-    until = wall_now_ms() + retention.HISTORY_TTL_MS
+    """The histories just written live HISTORY_TTL_MS from now, except those of forgotten
+    entries (GONE_TTL_MS or less left): a late record does not revive them."""
+    now = wall_now_ms()
     db.executemany(
         "INSERT INTO hashbeat_history_life (prefix, entry, expires_ms) VALUES (?, ?, ?)"
-        " ON CONFLICT (prefix, entry) DO UPDATE SET expires_ms = excluded.expires_ms",
-        ((prefix, entry, until) for entry in set(entries)),
+        " ON CONFLICT (prefix, entry) DO UPDATE SET expires_ms = excluded.expires_ms"
+        " WHERE hashbeat_history_life.expires_ms > ?",
+        (
+            (prefix, entry, now + retention.HISTORY_TTL_MS, now + retention.GONE_TTL_MS)
+            for entry in set(entries)
+        ),
     )
 
 

@@ -277,6 +277,7 @@ class SQLiteStore(Store):
         """Append to the histories and trim each one written to its newest HISTORY_CAP."""
         if not history:
             return
+        purge_histories(db, self._prefix)  # a lapsed history is not written onto
         db.executemany(
             "INSERT INTO hashbeat_history (prefix, entry, record) VALUES (?, ?, ?)",
             ((self._prefix, entry, record) for entry, record in history),
