@@ -6,38 +6,17 @@ real Redis store; the TTLs are read from Redis itself."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
-import pytest
 import redis
 from celery import Celery
 
 from celery_hashbeat import Scheduler, hashcron
-from celery_hashbeat.control import polling as control
 from celery_hashbeat.control.admin import ScheduleAdmin
 from celery_hashbeat.store import retention
+from tests.control.fixtures import POLL_S
 from tests.support.beat_fixtures import Broker, Clock, Make, drain
 
-POLL_S = 0.01
 EVERY_SECOND = hashcron("* * * * * *")
-
-
-def report(*args: object, **kwargs: object) -> None:
-    """The task the entries run."""
-
-
-@pytest.fixture(autouse=True)
-def poll_every_tick(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(control, "POLL_S", POLL_S)
-
-
-@pytest.fixture
-def admin(app: Celery, clock: Clock) -> Iterator[ScheduleAdmin]:
-    app.task(name="shop.report")(report)
-    made = ScheduleAdmin(app)
-    made.clock = clock
-    yield made
-    made.close()
 
 
 def seconds(clock: Clock, beat: Scheduler, count: int) -> None:

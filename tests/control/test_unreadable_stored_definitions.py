@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterator
 
 import pytest
 import redis
@@ -18,10 +17,10 @@ from celery_hashbeat import hashcron
 from celery_hashbeat.control import polling as control
 from celery_hashbeat.control.admin import ScheduleAdmin
 from celery_hashbeat.control.definitions import DefinitionError, decode
+from tests.control.fixtures import POLL_S
 from tests.support.beat_fixtures import START, Broker, Clock, Make, drain, iso
 
 EVERY_SECOND = {"hashcron": "* * * * * *"}
-POLL_S = 0.01
 
 #: Values no writer of ours makes, each of which once escaped the decoder or broke a beat later.
 PATHOLOGICAL = {
@@ -42,24 +41,6 @@ PATHOLOGICAL = {
     ),
     "not-utf8-ish": '{"task": "shop.report", "schedule": {"hashcron": "\\ud800"}}',
 }
-
-
-def report(*args: object, **kwargs: object) -> None:
-    """The task stored entries run."""
-
-
-@pytest.fixture(autouse=True)
-def poll_every_tick(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(control, "POLL_S", POLL_S)
-
-
-@pytest.fixture
-def admin(app: Celery, clock: Clock) -> Iterator[ScheduleAdmin]:
-    app.task(name="shop.report")(report)
-    made = ScheduleAdmin(app)
-    made.clock = clock
-    yield made
-    made.close()
 
 
 def write_raw(app: Celery, values: dict[str, str]) -> None:
@@ -86,11 +67,11 @@ def test_decoding_any_stored_value_fails_only_as_a_definition_error(name: str) -
 
 
 def test_pathological_definitions_beside_good_ones_cost_only_themselves(
-    admin: ScheduleAdmin,
     app: Celery,
-    broker: Broker,
-    clock: Clock,
+    admin: ScheduleAdmin,
     schedulers: Make,
+    clock: Clock,
+    broker: Broker,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     admin.add("good-1", task="shop.report", schedule=hashcron("* * * * * *"))
