@@ -37,8 +37,9 @@ class Keys:
         self.version = tag + "version"
         self.changes = tag + "changes"
         self.triggers = tag + "triggers"
-        #: Names whose records were all removed, a sorted set: name -> when (server ms); and the
-        #: newest version of a removed name's mark dropped from ``changes`` (store/retention.py).
+        #: Names whose records were all removed, a sorted set: name -> when (server ms); and a
+        #: hash whose field "version" is the newest version of a removed name's mark dropped
+        #: from ``changes`` (store/retention.py).
         self.removed = tag + "removed"
         self.changes_floor = tag + "changes-floor"
 

@@ -396,7 +396,8 @@ return 1
 # KEYS[3]     the definitions, {p}:defs
 # KEYS[4]     the pause records, {p}:paused
 # KEYS[5]     the removed names, {p}:removed (name -> when its last record went, server ms)
-# KEYS[6]     the floor of the changes, {p}:changes-floor (the newest version of a dropped mark)
+# KEYS[6]     the floor of the changes, {p}:changes-floor (a hash: "version" -> the newest
+#             version of a dropped mark)
 # ARGV[1]     the name
 # ARGV[2]     what must hold first: "present" (a definition is stored), "absent" (none is), or
 #             "" (nothing)
@@ -437,13 +438,13 @@ else
 end
 local old = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', now - tonumber(ARGV[7]))
 if #old > 0 then
-  local floor = tonumber(redis.call('GET', KEYS[6]) or '0')
+  local floor = tonumber(redis.call('HGET', KEYS[6], 'version') or '0')
   for _, name in ipairs(old) do
     floor = math.max(floor, tonumber(redis.call('ZSCORE', KEYS[2], name) or '0'))
     redis.call('ZREM', KEYS[2], name)
     redis.call('ZREM', KEYS[5], name)
   end
-  redis.call('SET', KEYS[6], floor)
+  redis.call('HSET', KEYS[6], 'version', floor)
 end
 return version
 """
@@ -468,7 +469,8 @@ local since = tonumber(ARGV[1])
 local out = {version, 0, redis.call('LLEN', KEYS[5])}
 if since == version then return out end
 local low = '(' .. since
-if since == 0 or since > version or since < tonumber(redis.call('GET', KEYS[6]) or '0') then
+local floor = tonumber(redis.call('HGET', KEYS[6], 'version') or '0')
+if since == 0 or since > version or since < floor then
   out[2] = 1
   low = '-inf'
 end
