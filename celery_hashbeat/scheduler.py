@@ -341,10 +341,11 @@ class Scheduler(beat.Scheduler):
         self._closing_at = time.monotonic()
         # Each step runs whatever the ones before it raised (last in, first run), so that the
         # helper threads always stop; what raised is raised again at the end.
+        self._stop.shield()  # a second SIGTERM must not cut the lease release short
         with contextlib.ExitStack() as steps:
+            steps.callback(self._stop.uninstall)  # last: Celery's handlers come back at the end
             steps.callback(self.store_calls.close)
             steps.callback(self.publisher.close, give_up=self._gave_up)
-            steps.callback(self._stop.uninstall)
             steps.callback(self._release_store)
             if self._http is not None:
                 steps.callback(self._http.close)
