@@ -268,7 +268,8 @@ class Dispatcher:
                 if published is not None:
                     self._watch.sent(entry.name, slot, *published)
             elif outcome is Outcome.DROPPED:
-                self._watch.publish_failed()
+                why = f"{type(error).__name__}: {error}"
+                self._watch.dropped(entry.name, slot, why, self._now_ms())
                 logger.error(
                     "beat: %s slot %s can never be sent, so it is dropped (%s: %s); fix the "
                     "entry's args, kwargs or options",

@@ -13,7 +13,7 @@ import json
 import time
 from collections.abc import Callable
 
-from celery_hashbeat.observe.history import MISSED, SKIPPED, TRIGGER, Outbox, Record, sent_text
+from celery_hashbeat.observe.history import DROPPED, MISSED, SKIPPED, TRIGGER, Outbox, Record, sent_text
 from celery_hashbeat.observe.metrics import Metrics
 
 #: /livez fails once the tick loop has not turned for this long, at least (seconds).
@@ -122,6 +122,11 @@ class Watch:
         self.outbox.add(entry, Record(MISSED, slot, now_ms, self.token, reason=reason, count=count))
         if self.metrics is not None:
             self.metrics.count_missed(entry, count)
+
+    def dropped(self, entry: str, slot: int, reason: str, now_ms: int) -> None:
+        """``slot`` can never be sent (``reason`` says why); it was not, and is not retried."""
+        self.outbox.add(entry, Record(DROPPED, slot, now_ms, self.token, reason=reason))
+        self.publish_failed()
 
     def publish_failed(self) -> None:
         if self.metrics is not None:

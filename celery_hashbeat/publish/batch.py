@@ -156,6 +156,11 @@ class MayHaveGone(Exception):  # noqa: N818 - an outcome, not a failure of the c
     """A message the broker answered with an error, though it may have taken it."""
 
 
+class Undeliverable(Exception):  # noqa: N818 - the broker's answer, not a failure of the caller
+    """A message the broker refused for a reason every slot of its entry shares (an exchange it
+    does not have): the slot is dropped and the batch goes on with the others."""
+
+
 class Sink(Protocol[E_contra]):
     """Where a ``Bulk`` batch puts its messages (``bulk.BulkSink``)."""
 
@@ -171,8 +176,8 @@ class Sink(Protocol[E_contra]):
 
     def flush(self) -> list[BaseException | None]:
         """Send what is buffered, in as few round trips as the transport allows; per message,
-        None if the broker took it, else why not (a ``MayHaveGone`` if it may have). Raises if
-        the round trip failed as a whole."""
+        None if the broker took it, else why not (a ``MayHaveGone`` if it may have, an
+        ``Undeliverable`` if it never will). Raises if the round trip failed as a whole."""
 
     def discard(self) -> None:
         """Drop what is buffered, unsent."""
@@ -289,6 +294,10 @@ class Bulk(Batch[E]):
             if error is None:
                 self._end(index, Outcome.SENT, None)
                 self._sink.sent(*self.slots[index])
+                continue
+            if isinstance(error, Undeliverable):  # this message's fault alone: the rest go on
+                self._end(index, Outcome.DROPPED, error)
+                self._sink.unsent(*self.slots[index])
                 continue
             # The broker answered this message with an error: it did not take it, unless the
             # error says it may have (part of a fanout).

@@ -5,22 +5,27 @@ vhost, with and without publisher confirms, beside an entry that runs every seco
 RabbitMQ answers a publish to a missing exchange by closing the channel (404 NOT_FOUND) and
 discards whatever comes on that channel until the client acknowledges the close. The good
 entry's messages must all arrive, on time; the bad entry's slots must be logged as dropped,
-naming the entry and the exchange, and never be recorded as sent.
+naming the entry and the exchange, and never be recorded as sent. Both ways the broker can say
+so: the exchange is missing from the start (found by the lookup made before a plan's first
+message), or deleted while the beat publishes to it (the channel closed under a written chunk).
 """
 
 from __future__ import annotations
 
 import json
 import re
+import threading
 import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from kombu import Connection, Exchange
 
 from celery_hashbeat.store import open_store
 from tests.chaos.harness import Cluster, problems
+from tests.support.broker import iso_to_ms
 from tests.support.processes import ProcessGroup, wait_until
 from tests.support.rabbitmq import private_vhost, unavailable
 from tests.support.redis_server import RedisProcess
@@ -31,6 +36,8 @@ pytestmark = [
 ]
 
 GOOD, BAD = "every-second", "bad-exchange"
+#: The exchange the bad entry publishes to (tests/chaos/app.py).
+BAD_EXCHANGE = "no-such-exchange"
 #: How long the beat runs with both entries.
 RUN_S = 7.0
 #: A good message later than this after its slot was held up by the bad one (a confirm wait
@@ -54,9 +61,31 @@ def processes(tmp_path: Path) -> Iterator[ProcessGroup]:
         yield group
 
 
+def delete_exchange_later(vhost: str, after_s: float) -> threading.Thread:
+    """Declare the bad entry's exchange now and delete it ``after_s`` seconds later, while the
+    beat publishes to it: the beat has looked it up and found it, so the broker's refusal comes
+    as a channel closed under a written chunk."""
+    with Connection(vhost) as connection:
+        Exchange(BAD_EXCHANGE, "direct", durable=False)(connection.default_channel).declare()
+
+    def delete() -> None:
+        time.sleep(after_s)
+        with Connection(vhost) as connection:
+            connection.default_channel.exchange_delete(BAD_EXCHANGE)
+
+    thread = threading.Thread(target=delete, daemon=True)
+    thread.start()
+    return thread
+
+
 @pytest.mark.parametrize("confirms", [False, True], ids=["no-confirms", "confirms"])
+@pytest.mark.parametrize("deleted", [False, True], ids=["missing", "deleted-while-used"])
 def test_an_unknown_exchange_costs_only_its_own_slots(
-    confirms: bool, vhost: str, private_redis: RedisProcess, processes: ProcessGroup
+    confirms: bool,
+    deleted: bool,
+    vhost: str,
+    private_redis: RedisProcess,
+    processes: ProcessGroup,
 ) -> None:
     prefix = f"bad-exchange-{uuid.uuid4().hex[:8]}"
     chaos = Cluster(
@@ -70,9 +99,13 @@ def test_an_unknown_exchange_costs_only_its_own_slots(
         env={"HASHBEAT_CHAOS_CONFIRMS": "1" if confirms else "0"},
     )
     try:
+        deleting = delete_exchange_later(vhost, 2.0) if deleted else None
         chaos.start(beats=1)
         beat = chaos.beats[0]
-        assert wait_until(lambda: chaos.recorder.deliveries(), 20), chaos.diagnostics()
+        assert wait_until(chaos.recorder.deliveries, 20), chaos.diagnostics()
+        if deleting is not None:
+            deleting.join()
+        gone_at = chaos.note("the bad entry's exchange is missing")
         time.sleep(RUN_S)
         stopped_at = chaos.note("SIGTERM")
         beat.terminate()
@@ -97,10 +130,14 @@ def test_an_unknown_exchange_costs_only_its_own_slots(
         assert not late, f"good messages held up by the bad entry: {late}\n{chaos.diagnostics()}"
         assert "may or may not have reached the broker" not in log, chaos.diagnostics()
 
-        # Each slot of the bad entry is one dropped line naming it and the exchange.
+        # Each slot of the bad entry since its exchange is missing is one dropped line naming
+        # it and the exchange.
         dropped = DROPPED_LINE.findall(log)
-        assert len(dropped) >= len(good) - 1, chaos.diagnostics()
         assert len(dropped) == len(set(dropped)), "a slot was dropped twice"
+        dropped_ms = {iso_to_ms(when) for when in dropped}
+        since = [d.slot for d in good if d.slot > (gone_at + 1) * 1000]
+        assert len(since) >= RUN_S - 2, chaos.diagnostics()
+        assert set(since) <= dropped_ms, sorted(set(since) - dropped_ms)
 
         # The history tells the truth: the bad entry never "sent", the good one only what came.
         store = open_store(private_redis.url, prefix)
@@ -109,8 +146,11 @@ def test_an_unknown_exchange_costs_only_its_own_slots(
             good_history = [json.loads(text) for text in store.history(GOOD)]
         finally:
             store.close()
-        assert not [r for r in bad_history if r["outcome"] == "sent"], bad_history[:3]
-        assert [r for r in bad_history if r["outcome"] == "dropped"], bad_history[:3]
+        bad_sent = {r["slot"] for r in bad_history if r["outcome"] == "sent"}
+        assert not bad_sent & dropped_ms, sorted(bad_sent & dropped_ms)
+        assert deleted or not bad_sent, sorted(bad_sent)
+        bad_dropped = {r["slot"] for r in bad_history if r["outcome"] == "dropped"}
+        assert bad_dropped and bad_dropped <= dropped_ms, sorted(bad_dropped - dropped_ms)
         arrived = {d.slot for d in good}
         claimed_sent = {r["slot"] for r in good_history if r["outcome"] == "sent"}
         assert claimed_sent <= arrived, sorted(claimed_sent - arrived)

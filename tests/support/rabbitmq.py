@@ -31,9 +31,7 @@ def unavailable() -> str | None:
 
 
 def _ctl(*args: str) -> None:
-    subprocess.run(
-        ["rabbitmqctl", "-q", *args], check=True, capture_output=True, timeout=60
-    )
+    subprocess.run(["rabbitmqctl", "-q", *args], check=True, capture_output=True, timeout=60)
 
 
 @contextmanager
