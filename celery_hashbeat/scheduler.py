@@ -108,6 +108,7 @@ class Scheduler(beat.Scheduler):
             sent=lambda entry: self.dispatcher.sent(entry),  # noqa: PLW0108
             stop=self._stop,
             timeout_s=max(settings.lease_ttl, PUBLISH_TIMEOUT_S),
+            entries=catalog.entries,
         )
         self.dispatcher = dispatcher = Dispatcher(
             token=token,

@@ -23,7 +23,16 @@ from typing import Any
 
 from celery_hashbeat.store.base import HISTORY_CAP
 
-__all__ = ["DROPPED", "HISTORY_CAP", "OUTBOX_CAP", "Outbox", "Record", "decode", "encode", "sent_text"]
+__all__ = [
+    "DROPPED",
+    "HISTORY_CAP",
+    "OUTBOX_CAP",
+    "Outbox",
+    "Record",
+    "decode",
+    "encode",
+    "sent_text",
+]
 
 #: Outcomes the beat records.
 SENT, SKIPPED, MISSED, TRIGGER = "sent", "skipped", "missed", "trigger"

@@ -13,7 +13,15 @@ import json
 import time
 from collections.abc import Callable
 
-from celery_hashbeat.observe.history import DROPPED, MISSED, SKIPPED, TRIGGER, Outbox, Record, sent_text
+from celery_hashbeat.observe.history import (
+    DROPPED,
+    MISSED,
+    SKIPPED,
+    TRIGGER,
+    Outbox,
+    Record,
+    sent_text,
+)
 from celery_hashbeat.observe.metrics import Metrics
 
 #: /livez fails once the tick loop has not turned for this long, at least (seconds).

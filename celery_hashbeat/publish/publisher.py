@@ -11,7 +11,7 @@ publish connects afresh (docs/design.md §10, §15).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -72,8 +72,11 @@ class Publisher:
         sent: Callable[[Entry], None],
         stop: Stopping,
         timeout_s: float,
+        entries: Mapping[str, Entry],
     ) -> None:
         self.app = app
+        #: The schedule's entries, live (the batch sink keeps plans only for them).
+        self._entries = entries
         self._producer_type = producer_type
         #: The hook each slot goes through when not sent by the batch sink.
         self._send = send
@@ -115,7 +118,7 @@ class Publisher:
             if self._unbatched.first():
                 logger.info("beat: publishing one message at a time: the batch path %s", why)
             return None
-        return BulkSink(self.app, self.producer, self._announce, self._sent)
+        return BulkSink(self.app, self.producer, self._announce, self._sent, self._entries)
 
     @cached_property
     def transient_errors(self) -> tuple[type[BaseException], ...]:
