@@ -258,6 +258,7 @@ class Scheduler(beat.Scheduler):
         # surely holds.
         if lease.leader and time.monotonic() < lease.held_until:
             dispatcher.dispatch_due()
+        dispatcher.stand_aside()  # a beat whose broker is stuck keeps off the lease
         if time.monotonic() >= lease.due_s:
             leadership.maintain()
         if lease.leader:

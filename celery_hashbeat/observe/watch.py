@@ -52,6 +52,8 @@ class Watch:
         self.leader = False
         #: The lease holder as this beat last learnt it (its own token while it leads).
         self.holder: str | None = None
+        #: Why this beat's way to the broker is stuck (it gave up the lease over it), or None.
+        self.broker_stuck: str | None = None
 
     # The tick loop
 
@@ -66,7 +68,13 @@ class Watch:
         return self.monotonic() - self.last_tick
 
     def live(self) -> tuple[bool, str]:
-        """Whether the tick loop turns, and a line saying so."""
+        """Whether the tick loop turns and the broker answers, and a line saying so."""
+        stuck = self.broker_stuck
+        if stuck is not None:
+            return False, (
+                f"the way to the broker is stuck ({stuck}): this beat gave up the lease and "
+                "leads again once the broker answers; restart it if this lasts"
+            )
         age = self.since_tick()
         if age > self.stuck_after:
             return False, (

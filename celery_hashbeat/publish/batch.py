@@ -195,8 +195,11 @@ class Bulk(Batch[E]):
 
     The account stays exact per message: a chunk that was sent in full is ``SENT``; a chunk whose
     round trip failed is ``FAILED`` if the broker surely took none of it (refused), else
-    ``UNKNOWN``; a chunk never sent (cut short, or a message that could not be built because the
-    broker is unreachable) is given back as ``UNSENT``. Entries the sink cannot build go through
+    ``UNKNOWN``; a message the broker refused for good (``Undeliverable``) is ``DROPPED`` and the
+    rest go on; a chunk never sent (cut short, or a message that could not be built because the
+    broker is unreachable) is given back as ``UNSENT``. ``in_flight_for`` counts from the
+    connect on, so a broker that hangs anywhere (connect, channel set-up, declare, write) is
+    left behind. Entries the sink cannot build go through
     ``send`` one by one, as in ``Batch``, after the chunk before them went out.
     """
 
@@ -214,6 +217,24 @@ class Bulk(Batch[E]):
         self._chunk = chunk
 
     def run(self) -> None:
+        # The clock runs from before the connect to the last answer: a connect, a channel's
+        # set-up or a declare that hangs is a broker that does not answer, like a publish.
+        with self._lock:
+            self._in_flight_since = time.monotonic()
+        try:
+            self._run()
+        finally:
+            with self._lock:
+                self._in_flight_since = None
+
+    def _end(self, index: int, outcome: Outcome, error: BaseException | None) -> None:
+        """As ``Batch._end``, but the clock goes on: the next wait on the broker may come
+        before the next message starts (a channel, a declare)."""
+        super()._end(index, outcome, error)
+        with self._lock:
+            self._in_flight_since = time.monotonic()
+
+    def _run(self) -> None:
         sink = self._sink
         try:
             self._connect()

@@ -82,14 +82,13 @@ def test_a_blackholed_broker_makes_the_leader_give_up_and_sends_resume_after_it(
 
         began = chaos.note("broker blackholed")
         proxy.hang()
+
         # The leader gives the lease up once a publish has waited out its bound, and /livez
         # says its broker path is stuck.
-        held_by_leader = lambda: (
-            (t := chaos.leader_token()) is not None
-            and (  # noqa: E731
-                token_pid(t) == leader.pid
-            )
-        )
+        def held_by_leader() -> bool:
+            token = chaos.leader_token()
+            return token is not None and token_pid(token) == leader.pid
+
         let_go = wait_until(lambda: not held_by_leader(), PUBLISH_BOUND_S + 5, interval=0.05)
         let_go_s = time.time() - began
         chaos.note(f"the stuck leader let the lease go: {let_go} after {let_go_s:.1f}s")
