@@ -273,6 +273,8 @@ class AmqpWrites:
             except amqp.NotFound as exc:  # py-amqp reopens the probe's channel
                 self._missing[exchange] = time.monotonic()
                 raise no_such_exchange(exchange, exc) from None
+            except amqp.ChannelError:  # refused to say (access): the publish will tell
+                pass
             self._present.add(exchange)
             self._missing.pop(exchange, None)
             return
