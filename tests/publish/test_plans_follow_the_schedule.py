@@ -25,22 +25,22 @@ PER_ROUND, ROUNDS = 40, 6
 ARG = "x" * 10_000
 
 
-@pytest.fixture(autouse=True)
-def poll_every_tick(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(control, "POLL_S", POLL_S)
-
-
-def report(*args: object, **kwargs: object) -> None:
-    """The task the stored entries run (registered, as ScheduleAdmin checks by default)."""
+def tick_task(*args: object, **kwargs: object) -> None:
+    """The task the stored entries run."""
 
 
 @pytest.fixture
-def admin(app: Celery, clock: Clock) -> Iterator[ScheduleAdmin]:
-    app.task(name="shop.report")(report)
-    made = ScheduleAdmin(app)
-    made.clock = clock
-    yield made
-    made.close()
+def admin(app: Celery, clock: Clock, monkeypatch: pytest.MonkeyPatch) -> Iterator[ScheduleAdmin]:
+    """Adds and removes stored entries, which running beats read at their next poll (made
+    frequent here)."""
+    monkeypatch.setattr(control, "POLL_S", POLL_S)
+    app.task(name="shop.tick")(tick_task)
+    operator = ScheduleAdmin(app)
+    operator.clock = clock
+    try:
+        yield operator
+    finally:
+        operator.close()
 
 
 def test_plans_of_removed_entries_are_not_kept(
@@ -52,7 +52,7 @@ def test_plans_of_removed_entries_are_not_kept(
     for round_ in range(ROUNDS):
         names = [f"big-{round_}-{i}" for i in range(PER_ROUND)]
         for name in names:
-            admin.add(name, task="shop.report", schedule=EVERY_SECOND, args=[ARG])
+            admin.add(name, task="shop.tick", schedule=EVERY_SECOND, args=[ARG])
         time.sleep(POLL_S * 1.5)
         drain(beat)
         clock.advance(1)
