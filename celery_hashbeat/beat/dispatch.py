@@ -42,9 +42,6 @@ logger = SCHEDULER
 #: The most slots claimed in one store call; a larger backlog is drained over consecutive ticks.
 BATCH = 1000
 
-#: How often a beat that gave up the lease over a stuck broker tries the broker (seconds).
-PROBE_EVERY_S = PUBLISH_RETRY_MS / 1000
-
 
 class Dispatcher:
     """Owns the slot queue, the owed slots and the slots being published."""
@@ -87,8 +84,6 @@ class Dispatcher:
         self._freezer = Freezer()
         #: Entries whose schedule failed to plan, so the traceback is logged once only.
         self._unplanned: set[str] = set()
-        #: When (monotonic s) a beat standing aside for its broker next tries it.
-        self._probe_at = 0.0
 
     # Planning ---------------------------------------------------------------------------------
 
@@ -238,8 +233,6 @@ class Dispatcher:
         self.owed.update((entry.name, slot) for entry, slot in mine)
         if mine:
             self._settle(self.publish(mine), now)
-            if self._publisher.stuck and self._lease.leader:
-                self._step_down()
         if len(claimed) < len(batch):
             self._lease.due_s = 0.0
             self._maintain()
@@ -324,43 +317,6 @@ class Dispatcher:
                 kept,
                 ", ".join(sorted(set(back) - given)[:5]),
             )
-
-    # A broker this beat cannot reach --------------------------------------------------------
-
-    def _step_down(self) -> None:
-        """Nothing reached the broker for longer than a publish may wait: give up the lease so
-        that a beat whose broker answers can lead, and stand aside until this one's does."""
-        publisher = self._publisher
-        since = publisher.failing_since
-        waited = 0.0 if since is None else time.monotonic() - since
-        why = f"no message has reached it for {waited:.0f}s"
-        logger.warning(
-            "beat: the broker is stuck (%s): giving up the lease so that a beat whose broker "
-            "answers can lead; this beat tries the broker every %.0fs and competes for the "
-            "lease again once it answers",
-            why,
-            PROBE_EVERY_S,
-        )
-        self._watch.broker_stuck = why
-        publisher.drop_connection()  # the broker's answer to a new one is the test
-        self._lease.release(self._calls)
-        self._probe_at = time.monotonic() + PROBE_EVERY_S
-        self._lease.due_s = self._probe_at
-
-    def stand_aside(self) -> None:
-        """While this beat stands aside for its broker (see ``_step_down``): try the broker when
-        due, and keep the lease's calls off until it answers (asked every tick)."""
-        if self._watch.broker_stuck is None:
-            return
-        lease = self._lease
-        if time.monotonic() >= self._probe_at:
-            if self._publisher.probe():
-                logger.info("beat: the broker answers again: competing for the lease")
-                self._watch.broker_stuck = None
-                lease.due_s = 0.0
-                return
-            self._probe_at = time.monotonic() + PROBE_EVERY_S
-        lease.due_s = max(lease.due_s, self._probe_at)
 
     # What the publisher calls around each slot ------------------------------------------------
 

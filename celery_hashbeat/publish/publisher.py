@@ -106,6 +106,7 @@ class Publisher:
         #: Since when (monotonic seconds) publishes have been tried and none reached the
         #: broker; None while they do.
         self.failing_since: float | None = None
+        self._failed_at = 0.0
 
     # The connection and what lives on it ------------------------------------------------------
 
@@ -216,13 +217,17 @@ class Publisher:
 
     def _tally(self, began: float, settled: list[Settled[Entry]], hung: bool) -> None:
         """Keep ``failing_since``: cleared by a message that went out, set by a publish that
-        sent nothing because the broker did not answer or refused."""
+        sent nothing because the broker did not answer or refused. Failures count as one run
+        only while they follow each other (a failed slot is retried a second later): one long
+        after the last starts a new run."""
+        now = time.monotonic()
         if any(each.outcome is Outcome.SENT for each in settled):
             self.failing_since = None
-        elif self.failing_since is None and (
-            hung or any(each.outcome in (Outcome.FAILED, Outcome.UNKNOWN) for each in settled)
-        ):
-            self.failing_since = began
+        elif hung or any(each.outcome in (Outcome.FAILED, Outcome.UNKNOWN) for each in settled):
+            lapsed = now - self._failed_at > self.timeout_s + 2 * PUBLISH_RETRY_MS / 1000
+            if self.failing_since is None or lapsed:
+                self.failing_since = began
+            self._failed_at = now
 
     @property
     def stuck(self) -> bool:
