@@ -57,6 +57,8 @@ class ControlState:
         self.paused: dict[str, Pause] = {}
         self.floors: dict[str, int] = {}
         self.triggers_waiting = 0
+        #: How many slots handed over by their claimers wait for the leader (docs/design.md §5).
+        self.handed_waiting = 0
         #: When to poll next (monotonic seconds).
         self.due_s = 0.0
         self._report_unreadable = report_unreadable
@@ -68,6 +70,7 @@ class ControlState:
         last poll. The next poll is due ``POLL_S`` from now."""
         self.due_s = time.monotonic() + POLL_S
         self.version, self.triggers_waiting = changes.version, changes.triggers
+        self.handed_waiting = changes.handed
         changed = Changed(full=changes.full)
         if changes.full:
             for name in set(self.paused) - set(changes.records):

@@ -261,6 +261,7 @@ class Catalog:
             current = self.entries.get(name)
             if current is not None:
                 if current.same_as(entry):
+                    current.hold_schedule_of(entry)
                     continue
                 current.active = False
                 # A changed entry is the same entry: its runs so far still count.

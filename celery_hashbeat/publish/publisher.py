@@ -76,7 +76,7 @@ class Publisher:
         producer_type: Any,
         *,
         send: SendHook,
-        batchable: bool,
+        batchable: Callable[[], bool],
         announce: Callable[[Entry, str, str], None],
         sent: Callable[[Entry], None],
         stop: Stopping,
@@ -89,7 +89,8 @@ class Publisher:
         self._producer_type = producer_type
         #: The hook each slot goes through when not sent by the batch sink.
         self._send = send
-        #: False when a subclass replaced ``send``: then every slot goes through it.
+        #: False while every slot must go through ``send``: a subclass replaced it, or one of
+        #: Celery's send methods is hooked. Asked once per batch.
         self._batchable = batchable
         #: Called before a slot's message goes out (its log line, a run it replaces) and after.
         self._announce = announce
@@ -126,12 +127,14 @@ class Publisher:
         (Celery's connects up front and retries for minutes, deaf to a stop)."""
         return self._producer_type(self.connection, auto_declare=False)
 
-    @cached_property
+    @property
     def sink(self) -> BulkSink | None:
-        """The batch publisher on this producer, or None to send one message at a time: a
-        subclass replaced ``send``, or the transport is not one the batch path knows."""
-        if not self._batchable:
-            return None
+        """The batch publisher on this producer, or None to send one message at a time: every
+        slot must go through ``send`` now, or the transport is not one the batch path knows."""
+        return self._bulk if self._batchable() else None
+
+    @cached_property
+    def _bulk(self) -> BulkSink | None:
         why = unsupported(self.producer)
         if why is not None:
             if self._unbatched.first():
@@ -157,7 +160,7 @@ class Publisher:
     def drop_connection(self) -> None:
         """Leave a publish thread stuck on the broker with the connection it is using (and the
         producer and batch sink on it); the next publish gets its own."""
-        for name in ("producer", "connection", "sink"):
+        for name in ("producer", "connection", "_bulk"):
             self.__dict__.pop(name, None)
         self.ahead.reset()
 
@@ -317,7 +320,7 @@ class Publisher:
     @property
     def kept(self) -> int:
         """How many message plans the sink keeps (long-lived objects, see ``collector``)."""
-        sink = self.__dict__.get("sink")
+        sink = self.__dict__.get("_bulk")
         return 0 if sink is None else sink.kept
 
     # The broker's state -------------------------------------------------------------------------
@@ -347,7 +350,7 @@ class Publisher:
         self._runner.close()
 
     def _release(self) -> None:
-        for name in ("producer", "sink"):
+        for name in ("producer", "_bulk"):
             self.__dict__.pop(name, None)
         connection = self.__dict__.pop("connection", None)
         if connection is not None:

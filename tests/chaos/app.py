@@ -9,12 +9,16 @@ Environment: ``HASHBEAT_CHAOS_BROKER``, ``HASHBEAT_CHAOS_STORE``, ``HASHBEAT_CHA
 ``HASHBEAT_CHAOS_PUBLISH_LOG``: a file where the beat appends ``entry, slot, publish time`` after
 every publish, for the punctuality benchmark; ``HASHBEAT_CHAOS_IDLE_THREAD=1`` starts an idle
 thread at import, as error trackers and metrics exporters do (a signal may then reach any thread).
+``HASHBEAT_CHAOS_RUNNING_TTL`` sets ``hashbeat_running_ttl`` (seconds);
+``HASHBEAT_CHAOS_CLOCK_FILE`` names a file holding a clock offset in seconds, read on SIGUSR2: the
+beat's wall clock steps by it (a clock a test must move is the one thing not real here).
 """
 
 from __future__ import annotations
 
 import atexit
 import os
+import signal
 import threading
 import time
 from datetime import timedelta
@@ -43,6 +47,7 @@ def chaos_schedule() -> dict[str, dict[str, Any]]:
 def schedule_for(name: str) -> dict[str, dict[str, Any]]:
     """``chaos``; ``failover`` (chaos plus a 250 ms hashed interval, so a new leader always has
     a slot due within a quarter second); ``burst:N`` (N entries every second, all at once);
+    ``wave:N`` (N entries every 5 seconds, all at once);
     ``spread-cron:N`` (N entries ``H * * * * *``, once a
     minute at a hashed second); ``spread-interval:N`` (N entries every 60 s at a hashed ms)."""
     kind, _, count = name.partition(":")
@@ -81,6 +86,33 @@ def schedule_for(name: str) -> dict[str, dict[str, Any]]:
             f"burst-{i}": {"task": TASK, "schedule": hashcron("* * * * * *")}
             for i in range(int(count))
         }
+    if kind == "per-message":
+        # An option the batch's plans do not cover sends every slot through apply_async.
+        return {
+            name: {**spec, "options": {"shadow": f"shadow-{name}"}}
+            for name, spec in chaos_schedule().items()
+        }
+    if kind == "overlap":
+        # Every slot claimed with its run lease (docs/design.md §12); no worker runs, so the
+        # lease lapses (HASHBEAT_CHAOS_RUNNING_TTL) before the next slot.
+        return {name: {**spec, "overlap": "skip"} for name, spec in chaos_schedule().items()}
+    if kind == "fan-out":
+        # One copy per named worker, each to that worker's direct queue (docs/design.md §11).
+        return {
+            "fanned": {
+                "task": TASK,
+                "schedule": hashcron("*/1 * * * * *"),
+                "workers": list(FANNED_NODES),
+            },
+            "every-second": {"task": TASK, "schedule": hashcron("*/1 * * * * *")},
+        }
+    if kind == "stored":
+        return {}  # the test stores the entries as definitions
+    if kind == "wave":
+        return {
+            f"wave-{i}": {"task": TASK, "schedule": hashcron("*/5 * * * * *")}
+            for i in range(int(count))
+        }
     if kind == "spread-cron":
         return {
             f"cron-{i}": {"task": TASK, "schedule": hashcron("H * * * * *")}
@@ -91,6 +123,10 @@ def schedule_for(name: str) -> dict[str, dict[str, Any]]:
             f"interval-{i}": {"task": TASK, "schedule": hashinterval(60)} for i in range(int(count))
         }
     raise ValueError(f"unknown chaos schedule {name!r}")
+
+
+#: The worker nodes the ``fan-out`` schedule's entry is copied to.
+FANNED_NODES = ("celery@chaos-1", "celery@chaos-2")
 
 
 def env(name: str, default: str) -> str:
@@ -113,9 +149,12 @@ app.conf.update(
     hashbeat_catch_up=env("CATCH_UP", "all"),
     beat_schedule=schedule_for(env("SCHEDULE", "chaos")),
     hashbeat_http_port=os.environ.get("HASHBEAT_CHAOS_HTTP_PORT") or None,
+    worker_direct=True,
 )
 if env("CONFIRMS", "0") == "1":
     app.conf.broker_transport_options = {"confirm_publish": True}
+if os.environ.get("HASHBEAT_CHAOS_RUNNING_TTL"):
+    app.conf.hashbeat_running_ttl = float(os.environ["HASHBEAT_CHAOS_RUNNING_TTL"])
 
 
 @app.task(name=TASK)
@@ -141,3 +180,18 @@ if _publish_log_path:
 
 if os.environ.get("HASHBEAT_CHAOS_IDLE_THREAD") == "1":
     threading.Thread(target=threading.Event().wait, name="idle-like-sentry", daemon=True).start()
+
+
+_clock_file = os.environ.get("HASHBEAT_CHAOS_CLOCK_FILE")
+if _clock_file:
+    _offset_s = [0.0]
+    _real_time = time.time
+
+    def _stepped_time() -> float:
+        return _real_time() + _offset_s[0]
+
+    def _step_clock(signum: int, frame: object) -> None:
+        _offset_s[0] = float(Path(str(_clock_file)).read_text() or 0)
+
+    time.time = _stepped_time  # read by the scheduler as it starts (Scheduler.clock)
+    signal.signal(signal.SIGUSR2, _step_clock)

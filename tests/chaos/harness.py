@@ -18,6 +18,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from kombu import Queue
+
 from celery_hashbeat import hashcron, hashinterval, parse
 from celery_hashbeat.expr.seeding import draw
 from celery_hashbeat.expr.slots import to_ms
@@ -28,6 +30,8 @@ from tests.support.processes import Process, ProcessGroup, celery_beat_args, wai
 
 #: The beat's line for a slot whose publish may or may not have reached the broker.
 AMBIGUOUS = re.compile(r"beat: (\S+) slot (\S+) may or may not have reached the broker")
+#: The beat's line for a slot its entry's overlap policy skipped (a run still held the lease).
+OVERLAP_SKIPPED = re.compile(r"beat: (\S+) slot (\S+) skipped: its previous run")
 
 APP = "tests.chaos.app"
 
@@ -212,6 +216,7 @@ class Cluster:
         schedule: str = "chaos",
         env: Mapping[str, str] | None = None,
         loglevel: str = "INFO",
+        also: Sequence[Queue] = (),
     ) -> None:
         self.processes = processes
         self.loglevel = loglevel
@@ -229,7 +234,7 @@ class Cluster:
             "HASHBEAT_CHAOS_SCHEDULE": schedule,
             **(env or {}),
         }
-        self.recorder = Recorder(broker_url, queue)
+        self.recorder = Recorder(broker_url, queue, also)
         self.store = open_store(store_url, prefix)
         self.beats: list[Process] = []
         self.exits: dict[str, int | None] = {}
@@ -430,7 +435,8 @@ class Cluster:
 
         wait_until(idle, timeout, interval=0.05)
 
-    def problems(self) -> list[str]:
+    def problems(self, excused: frozenset[tuple[str, int]] = frozenset()) -> list[str]:
+        """The judge's findings; ``excused`` slots (besides the ambiguous ones) may be missing."""
         return [
             *(f"malformed message: {text}" for text in self.recorder.malformed),
             *problems(
@@ -440,16 +446,20 @@ class Cluster:
                 wipes=self.wipes,
                 until=self.stopped_at,
                 fences=self.fences,
-                ambiguous=self.ambiguous(),
+                ambiguous=self.ambiguous() | excused,
             ),
         ]
 
     def ambiguous(self) -> frozenset[tuple[str, int]]:
         """The slots the beats logged as perhaps sent, perhaps not."""
+        return self.logged(AMBIGUOUS)
+
+    def logged(self, line: re.Pattern[str]) -> frozenset[tuple[str, int]]:
+        """The (entry, slot) pairs of the beats' log lines that ``line`` matches."""
         found = set()
         for process in self.processes.started:
             text = process.log.read_text(errors="replace") if process.log.exists() else ""
-            for entry, when in AMBIGUOUS.findall(text):
+            for entry, when in line.findall(text):
                 found.add((entry, to_ms(datetime.fromisoformat(when))))
         return frozenset(found)
 

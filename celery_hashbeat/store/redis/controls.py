@@ -53,14 +53,15 @@ class RedisControlRecords(ControlRecords):
             self._keys.defs,
             self._keys.paused,
             self._keys.triggers,
+            self._keys.handed,
         ]
         reply = self._redis.run(self._read_changes, keys, [since])
-        version, full, waiting = (int(value) for value in reply[:3])
+        version, full, waiting, handed = (int(value) for value in reply[:4])
         records = {
             name: (definition or None, pause or None)
-            for name, definition, pause in _triples(reply[3:])
+            for name, definition, pause in _triples(reply[4:])
         }
-        return Changes(version, records, bool(full), waiting)
+        return Changes(version, records, bool(full), waiting, handed)
 
     def controls_of(self, name: str) -> tuple[str | None, str | None]:
         with self._redis.talking():

@@ -37,6 +37,12 @@ class Keys:
         self.version = tag + "version"
         self.changes = tag + "changes"
         self.triggers = tag + "triggers"
+        #: Slots handed over (docs/design.md §5): a sorted set of claims some beat made and
+        #: whose fence a later claim by another beat moved past, ``<slot>|<token>|<entry>``
+        #: scored by when they were recorded (server ms), kept HANDOVER_KEEP_MS; and a set of
+        #: the slots their claimers surely did not send, ``<slot>|<entry>``, for the leader.
+        self.claimed = tag + "claimed"
+        self.handed = tag + "handed"
 
     def running(self, entry: str) -> str:
         """``entry``'s run lease."""

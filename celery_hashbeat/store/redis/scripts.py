@@ -98,6 +98,7 @@ end
 # KEYS[3]     the run-lease prefix, {p}:running:
 # KEYS[4]     the history prefix, {p}:history:
 # KEYS[5]     the run counts, {p}:runs (entry -> slots claimed and not given back)
+# KEYS[6]     the claims moved past, {p}:claimed (sorted set, see keys.py)
 # ARGV[1]     the caller's token
 # ARGV[2]     the most records kept per entry (HISTORY_CAP)
 # ARGV[3]     h, how many history arguments follow
@@ -108,6 +109,7 @@ end
 #             milliseconds, mode the run guard (skip, buffer_one, replace; empty for none), ttl
 #             the run lease's time to live in milliseconds, task the guarded run's task id, fp
 #             the schedule's fingerprint
+# ARGV[5+h]   how long a claim moved past is kept, in milliseconds (HANDOVER_KEEP_MS)
 # Returns     0 if the caller does not hold the lease; else flat (entry, answer) pairs for the
 #             entries not simply claimed (few, so a large claim is cheap to read): "!" left
 #             unclaimed (its fence is at or past the slot); "-<task>" a buffer_one entry left
@@ -117,7 +119,9 @@ end
 #             later than the entry's fence, or for the very slot this token already claimed (a
 #             retry after a lost reply, counted once); the claimer and what a give-back restores
 #             are recorded in the fence, and each new claim adds one to the entry's run count;
-#             the history is recorded whatever the answer.
+#             a fence of another beat's claim that a claim moves past is kept in {p}:claimed,
+#             so that its claimer can still hand the slot over (HAND_OVER_SCRIPT); the history
+#             is recorded whatever the answer.
 CLAIM_SCRIPT = (
     PARSE_FENCE
     + RECORD_HISTORY
@@ -129,6 +133,9 @@ if redis.call('GET', KEYS[1]) ~= ARGV[1] then
 end
 local result = {}
 local packed = ARGV[start]
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', '(' .. (now - tonumber(ARGV[start + 1])))
 local at = 1
 while at <= #packed do
   local colon = string.find(packed, ':', at, true)
@@ -158,6 +165,9 @@ while at <= #packed do
       if not mine then
         local previous = ''
         if slot then previous = (token == '' and 'a' or '') .. slot end
+        if slot and token ~= '' and token ~= '-' and token ~= ARGV[1] then
+          redis.call('ZADD', KEYS[6], now, slot .. '|' .. token .. '|' .. entry)
+        end
         redis.call('HSET', KEYS[2], entry, wanted_text .. '|' .. ARGV[1] .. '|' .. previous
           .. '|' .. fingerprint)
         redis.call('HINCRBY', KEYS[5], entry, 1)
@@ -220,6 +230,64 @@ end
 return given
 """
 )
+
+# Hands over slots that the caller claimed and surely did not send, for whichever beat leads.
+# KEYS[1]     the fences, {p}:fired
+# KEYS[2]     the claims moved past, {p}:claimed
+# KEYS[3]     the slots handed over, {p}:handed
+# ARGV[1]     the caller's token
+# ARGV[2..]   (entry, slot in epoch milliseconds) pairs
+# Returns     flat (entry, slot) pairs of the slots handed over
+# Guarantee   not lease-checked, since a beat that lost its lease still knows what it did not
+#             send; a slot is handed over only if the store shows the caller claimed it (the
+#             entry's fence, or a claim kept in {p}:claimed), and that proof is used up in the
+#             same step (the fence's claimer becomes "-"), so each claim is handed over at most
+#             once and nobody can hand over a slot another beat claimed.
+HAND_OVER_SCRIPT = (
+    PARSE_FENCE
+    + """
+local handed = {}
+for i = 2, #ARGV, 2 do
+  local entry, wanted = ARGV[i], ARGV[i + 1]
+  local slot, token, previous, fingerprint = parse(redis.call('HGET', KEYS[1], entry))
+  local proven = false
+  if slot and token == ARGV[1] and tonumber(slot) == tonumber(wanted) then
+    redis.call('HSET', KEYS[1], entry, slot .. '|-|' .. previous .. '|' .. fingerprint)
+    proven = true
+  elseif redis.call('ZREM', KEYS[2], wanted .. '|' .. ARGV[1] .. '|' .. entry) == 1 then
+    proven = true
+  end
+  if proven then
+    redis.call('SADD', KEYS[3], wanted .. '|' .. entry)
+    handed[#handed + 1] = entry
+    handed[#handed + 1] = wanted
+  end
+end
+return handed
+"""
+)
+
+# Takes every slot handed over, for the leader to send.
+# KEYS[1]     the lease, {p}:leader
+# KEYS[2]     the slots handed over, {p}:handed
+# KEYS[3]     the claims moved past, {p}:claimed
+# ARGV[1]     the caller's token
+# Returns     the slots taken, each "<slot>|<entry>" (none without the lease)
+# Guarantee   only the lease holder takes them, and taking empties the set in the same step, so
+#             each slot is taken once; each is recorded in {p}:claimed as the taker's claim, so
+#             that a taker whose publish surely failed can hand it over again.
+TAKE_HANDED_SCRIPT = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {} end
+local taken = redis.call('SMEMBERS', KEYS[2])
+redis.call('DEL', KEYS[2])
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+for _, member in ipairs(taken) do
+  local slot, entry = string.match(member, '^(%d+)|(.*)$')
+  redis.call('ZADD', KEYS[3], now, slot .. '|' .. ARGV[1] .. '|' .. entry)
+end
+return taken
+"""
 
 # Records where entries' slots start.
 # KEYS[1]     the lease, {p}:leader
@@ -404,8 +472,10 @@ return version
 # KEYS[3]     the definitions, {p}:defs
 # KEYS[4]     the pause records, {p}:paused
 # KEYS[5]     the triggers waiting, {p}:triggers
+# KEYS[6]     the slots handed over, {p}:handed
 # ARGV[1]     the version the caller last saw (0 for none)
-# Returns     {version, 1 if every name is listed else 0, the number of triggers waiting}, then
+# Returns     {version, 1 if every name is listed else 0, the number of triggers waiting, the
+#             number of slots handed over}, then
 #             (name, definition or "", pause record or "") for each name changed after ARGV[1];
 #             no names for a caller already at the version
 # Guarantee   one consistent read: the records are those of the version returned, so a reader
@@ -413,7 +483,7 @@ return version
 READ_CHANGES_SCRIPT = """
 local version = tonumber(redis.call('GET', KEYS[1]) or '0')
 local since = tonumber(ARGV[1])
-local out = {version, 0, redis.call('LLEN', KEYS[5])}
+local out = {version, 0, redis.call('LLEN', KEYS[5]), redis.call('SCARD', KEYS[6])}
 if since == version then return out end
 local low = '(' .. since
 if since == 0 or since > version then

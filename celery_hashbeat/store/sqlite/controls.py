@@ -76,8 +76,11 @@ class SQLiteControlRecords(ControlRecords):
             waiting = db.execute(
                 "SELECT COUNT(*) FROM hashbeat_triggers WHERE prefix = ?", (self._prefix,)
             ).fetchone()[0]
+            handed = db.execute(
+                "SELECT COUNT(*) FROM hashbeat_handed WHERE prefix = ?", (self._prefix,)
+            ).fetchone()[0]
             if since == version:
-                return Changes(version, {}, False, waiting)
+                return Changes(version, {}, False, waiting, handed)
             full = since == 0 or since > version
             rows = db.execute(
                 "SELECT name, definition, pause FROM hashbeat_controls WHERE prefix = ?"
@@ -85,7 +88,7 @@ class SQLiteControlRecords(ControlRecords):
                 (self._prefix, -1 if full else since),
             )
             records = {name: (definition, pause) for name, definition, pause in rows}
-        return Changes(version, records, full, waiting)
+        return Changes(version, records, full, waiting, handed)
 
     def ask(self, trigger: str) -> int:
         with self._database.transaction() as db:

@@ -12,6 +12,7 @@ import sqlite3
 from collections.abc import Iterable, Mapping
 
 from celery_hashbeat.store.base import (
+    HANDOVER_KEEP_MS,
     HISTORY_CAP,
     BeatInfo,
     Claimed,
@@ -151,6 +152,7 @@ class SQLiteStore(Store):
             holders = self._runs.holders(db, [entry for entry in slots if entry in runs])
             result = Claimed()
             rows = []
+            moved_past: list[tuple[str, int, str]] = []
             for entry, (slot, fingerprint) in slots.items():
                 fence = stored.get(entry)
                 mine = fence is not None and fence.slot == slot and fence.token == token
@@ -171,8 +173,73 @@ class SQLiteStore(Store):
                     previous = "" if fence is None else f"{'a' if fence.anchor else ''}{fence.slot}"
                     runs_before = 0 if fence is None else fence.runs
                     rows.append((entry, int(slot), token, previous, fingerprint, runs_before + 1))
+                    if fence is not None and fence.token not in ("", "-", token):
+                        moved_past.append((entry, fence.slot, fence.token))
             self._write(db, rows)
+            self._keep_claims(db, moved_past)
         return result
+
+    def _keep_claims(self, db: sqlite3.Connection, claims: list[tuple[str, int, str]]) -> None:
+        """Keep (entry, slot, token) claims that a later claim moved past, so that their
+        claimers can still hand them over; forget those older than HANDOVER_KEEP_MS."""
+        now = wall_now_ms()
+        db.execute(
+            "DELETE FROM hashbeat_claimed WHERE prefix = ? AND recorded_ms < ?",
+            (self._prefix, now - HANDOVER_KEEP_MS),
+        )
+        db.executemany(
+            "INSERT OR REPLACE INTO hashbeat_claimed (prefix, entry, slot, token, recorded_ms)"
+            " VALUES (?, ?, ?, ?, ?)",
+            ((self._prefix, entry, slot, token, now) for entry, slot, token in claims),
+        )
+
+    def hand_over(self, token: str, slots: Iterable[tuple[str, int]]) -> set[tuple[str, int]]:
+        check_token(token)
+        wanted = [(entry, int(slot)) for entry, slot in slots]
+        if not wanted:
+            return set()
+        handed: set[tuple[str, int]] = set()
+        with self._database.transaction() as db:
+            rows = self._rows(db, sorted({entry for entry, _ in wanted}))
+            for entry, slot in wanted:
+                fence, previous = rows.get(entry, (None, ""))
+                if fence is not None and fence.token == token and fence.slot == slot:
+                    # The proof is used up: the fence no longer names its claimer.
+                    db.execute(
+                        "UPDATE hashbeat_fired SET token = '-' WHERE prefix = ? AND entry = ?",
+                        (self._prefix, entry),
+                    )
+                    rows[entry] = (Fence(slot, "-", fence.fingerprint, fence.runs), previous)
+                else:
+                    deleted = db.execute(
+                        "DELETE FROM hashbeat_claimed WHERE prefix = ? AND entry = ? AND slot = ?"
+                        " AND token = ?",
+                        (self._prefix, entry, slot, token),
+                    )
+                    if not deleted.rowcount:
+                        continue
+                db.execute(
+                    "INSERT OR IGNORE INTO hashbeat_handed (prefix, entry, slot) VALUES (?, ?, ?)",
+                    (self._prefix, entry, slot),
+                )
+                handed.add((entry, slot))
+        return handed
+
+    def take_handed(self, token: str) -> list[tuple[str, int]]:
+        check_token(token)
+        with self._database.transaction() as db:
+            if not self._holds(db, token):
+                return []
+            taken = [
+                (entry, int(slot))
+                for entry, slot in db.execute(
+                    "SELECT entry, slot FROM hashbeat_handed WHERE prefix = ? ORDER BY slot, entry",
+                    (self._prefix,),
+                )
+            ]
+            db.execute("DELETE FROM hashbeat_handed WHERE prefix = ?", (self._prefix,))
+            self._keep_claims(db, [(entry, slot, token) for entry, slot in taken])
+        return taken
 
     def unclaim(
         self, token: str, slots: Mapping[str, int], runs: Mapping[str, str] | None = None
