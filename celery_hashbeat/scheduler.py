@@ -159,7 +159,7 @@ class Scheduler(beat.Scheduler):
             watch=watch,
             now_ms=self.now_ms,
         )
-        self._aside = StandAside(lease, calls, publisher, watch)
+        self._aside = StandAside(lease, calls, publisher, watch, dispatcher.owed)
         filename = kwargs.get("schedule_filename")
         if filename and filename != CELERY_SCHEDULE_FILE and not kwargs.get("lazy"):
             logger.info(

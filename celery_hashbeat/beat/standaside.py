@@ -17,6 +17,7 @@ from celery_hashbeat._logs import SCHEDULER
 from celery_hashbeat.publish.publisher import PUBLISH_RETRY_MS
 
 if TYPE_CHECKING:
+    from celery_hashbeat.beat.handover import Owed
     from celery_hashbeat.beat.lease import Lease
     from celery_hashbeat.beat.storecalls import StoreCalls
     from celery_hashbeat.observe.watch import Watch
@@ -31,8 +32,13 @@ PROBE_EVERY_S = PUBLISH_RETRY_MS / 1000
 class StandAside:
     """Whether this beat stands aside for its broker, and when it next tries it."""
 
-    def __init__(self, lease: Lease, calls: StoreCalls, publisher: Publisher, watch: Watch) -> None:
+    def __init__(
+        self, lease: Lease, calls: StoreCalls, publisher: Publisher, watch: Watch, owed: Owed
+    ) -> None:
         self._lease = lease
+        #: What this beat claimed and could not send: handed over while it stands aside, as a
+        #: standby's lease calls would (they are kept off meanwhile).
+        self._owed = owed
         self._calls = calls
         self._publisher = publisher
         self._watch = watch
@@ -58,6 +64,7 @@ class StandAside:
                 lease.due_s = 0.0
                 return
             self._probe_at = time.monotonic() + PROBE_EVERY_S
+            self._owed.hand_over()
         lease.due_s = max(lease.due_s, self._probe_at)
 
     def _step_down(self) -> None:
@@ -75,5 +82,6 @@ class StandAside:
         self._watch.broker_stuck = why
         publisher.drop_connection()  # the broker's answer to a new one is the test
         self._lease.release(self._calls)
+        self._owed.hand_over()
         self._probe_at = time.monotonic() + PROBE_EVERY_S
         self._lease.due_s = self._probe_at

@@ -34,7 +34,7 @@ def admin(app: Celery, clock: Clock, monkeypatch: pytest.MonkeyPatch) -> Iterato
     """Adds and removes stored entries, which running beats read at their next poll (made
     frequent here)."""
     monkeypatch.setattr(control, "POLL_S", POLL_S)
-    app.task(name="shop.tick")(tick_task)
+    app.task(name="plans.tick", shared=False)(tick_task)
     operator = ScheduleAdmin(app)
     operator.clock = clock
     try:
@@ -52,7 +52,7 @@ def test_plans_of_removed_entries_are_not_kept(
     for round_ in range(ROUNDS):
         names = [f"big-{round_}-{i}" for i in range(PER_ROUND)]
         for name in names:
-            admin.add(name, task="shop.tick", schedule=EVERY_SECOND, args=[ARG])
+            admin.add(name, task="plans.tick", schedule=EVERY_SECOND, args=[ARG])
         time.sleep(POLL_S * 1.5)
         drain(beat)
         clock.advance(1)
