@@ -38,6 +38,7 @@ from celery_hashbeat.beat.leadership import Leadership
 from celery_hashbeat.beat.lease import Lease, new_token
 from celery_hashbeat.beat.overlap import warn_unreachable_leases
 from celery_hashbeat.beat.parking import Parking
+from celery_hashbeat.beat.standaside import StandAside
 from celery_hashbeat.beat.stopping import GRACE, StopRequests
 from celery_hashbeat.beat.storecalls import StoreCalls
 from celery_hashbeat.beat.triggers import Triggers
@@ -122,6 +123,7 @@ class Scheduler(beat.Scheduler):
             sent=lambda entry: self.dispatcher.sent(entry),  # noqa: PLW0108
             stop=self._stop,
             timeout_s=max(settings.lease_ttl, PUBLISH_TIMEOUT_S),
+            entries=catalog.entries,
         )
         self.dispatcher = dispatcher = Dispatcher(
             token=token,
@@ -157,6 +159,7 @@ class Scheduler(beat.Scheduler):
             watch=watch,
             now_ms=self.now_ms,
         )
+        self._aside = StandAside(lease, calls, publisher, watch, dispatcher.owed)
         filename = kwargs.get("schedule_filename")
         if filename and filename != CELERY_SCHEDULE_FILE and not kwargs.get("lazy"):
             logger.info(
@@ -270,6 +273,7 @@ class Scheduler(beat.Scheduler):
         # surely holds.
         if lease.leader and time.monotonic() < lease.held_until:
             dispatcher.dispatch_due()
+        self._aside.tick()  # a leader whose broker takes nothing gives up the lease
         if time.monotonic() >= lease.due_s:
             leadership.maintain()
         if lease.leader:

@@ -5,6 +5,7 @@ Environment: ``HASHBEAT_CHAOS_BROKER``, ``HASHBEAT_CHAOS_STORE``, ``HASHBEAT_CHA
 ``HASHBEAT_CHAOS_QUEUE``, ``HASHBEAT_CHAOS_TTL`` (seconds), ``HASHBEAT_CHAOS_CATCH_UP``,
 ``HASHBEAT_CHAOS_SCHEDULE`` (a name from ``schedule_for``), ``HASHBEAT_CHAOS_HTTP_PORT`` (serve
 /metrics and the probes there; unset: no HTTP) and, optionally,
+``HASHBEAT_CHAOS_CONFIRMS=1`` turns publisher confirms on (RabbitMQ's ``confirm_publish``), and
 ``HASHBEAT_CHAOS_PUBLISH_LOG``: a file where the beat appends ``entry, slot, publish time`` after
 every publish, for the punctuality benchmark; ``HASHBEAT_CHAOS_IDLE_THREAD=1`` starts an idle
 thread at import, as error trackers and metrics exporters do (a signal may then reach any thread).
@@ -66,6 +67,17 @@ def schedule_for(name: str) -> dict[str, dict[str, Any]]:
                 "task": TASK,
                 "schedule": hashcron("*/1 * * * * *"),
                 "catch_up": "skip",
+            },
+        }
+    if kind == "bad-exchange":
+        # Beside a good entry, one whose messages name an exchange the broker does not have
+        # (with a routing key: a direct exchange without one is Celery's default exchange).
+        return {
+            "every-second": {"task": TASK, "schedule": hashcron("*/1 * * * * *")},
+            "bad-exchange": {
+                "task": TASK,
+                "schedule": hashcron("*/1 * * * * *"),
+                "options": {"exchange": "no-such-exchange", "routing_key": "nowhere"},
             },
         }
     if kind == "burst":
@@ -139,6 +151,8 @@ app.conf.update(
     hashbeat_http_port=os.environ.get("HASHBEAT_CHAOS_HTTP_PORT") or None,
     worker_direct=True,
 )
+if env("CONFIRMS", "0") == "1":
+    app.conf.broker_transport_options = {"confirm_publish": True}
 
 
 @app.task(name=TASK)

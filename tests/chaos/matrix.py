@@ -26,6 +26,7 @@ from typing import Any
 from celery import Celery
 from celery.utils.nodenames import worker_direct
 
+from celery_hashbeat import hashcron
 from celery_hashbeat.control.admin import ScheduleAdmin
 from celery_hashbeat.entries.fanout import sub_name
 from tests.chaos.app import FANNED_NODES, TASK, chaos_schedule, schedule_for
@@ -292,7 +293,7 @@ def broker_channel_error(cell: Cell) -> None:
         admin.add(
             "bad-exchange",
             TASK,
-            "*/1 * * * * *",
+            hashcron("*/1 * * * * *"),
             options={"exchange": "no-such-exchange", "routing_key": "nowhere"},
             allow_unregistered_task=True,
         )
