@@ -110,7 +110,7 @@ def outcome(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Outcome]:
         hashbeat("resume", "report")
         assert ran_after(scenario, at["resumed"], 1, 10), scenario.diagnostics()
         at["triggered"] = time.time()
-        result.trigger_id = hashbeat("trigger", "report")
+        result.trigger_id = hashbeat("trigger", "report").splitlines()[0]
         wait_until(lambda: any(r["trigger"] for r in scenario.records()), 10, 0.1)
         leader_of(scenario, beats).kill()
         at["killed"] = at["updated"] = time.time()

@@ -9,7 +9,12 @@ from __future__ import annotations
 import redis
 from redis.exceptions import RedisClusterException
 
-from celery_hashbeat.store.base import StoreAuthError, StoreError, StoreUnavailable
+from celery_hashbeat.store.base import (
+    StoreAuthError,
+    StoreError,
+    StoreReadOnly,
+    StoreUnavailable,
+)
 
 # Server replies that mean "not now" rather than "never": retrying later can succeed.
 # MOVED, ASK and CLUSTERDOWN come from a Redis Cluster whose slots are moving (a failover).
@@ -78,6 +83,11 @@ def translate(
         return StoreAuthError(
             f"Redis store {url} refused the credentials ({text}): set the right user and "
             f"password in hashbeat_store_url ({example})"
+        )
+    if isinstance(exc, redis.exceptions.ReadOnlyError) or text.startswith("READONLY"):
+        return StoreReadOnly(
+            f"Redis store {url} is read-only: it is a replica ({text}); point "
+            f"hashbeat_store_url at the primary; will retry"
         )
     if isinstance(exc, TRANSIENT_ERRORS) or text.startswith(TRANSIENT_REPLIES):
         return StoreUnavailable(f"Redis store {url} is not answering ({text}); will retry")
