@@ -1,6 +1,7 @@
-"""A trigger follows its entry's overlap policy (docs/design.md §12-13), in-process: ScheduleAdmin
-and schedulers on the real Redis store and broker, a run in progress stood for by its run lease
-in the store (as a worker holds it). The real worker and beat: tests/worker/test_triggers_follow_overlap.py.
+"""A trigger follows its entry's overlap policy (docs/design.md §12-13), in-process:
+ScheduleAdmin and schedulers on the real Redis store and broker, a run in progress stood for by
+its run lease in the store (as a worker holds it). With a real worker and beat:
+tests/worker/test_triggers_follow_overlap.py.
 """
 
 from __future__ import annotations
