@@ -86,7 +86,7 @@ def test_an_update_of_a_revision_read_before_another_update_is_a_conflict(
         other.update("report", args=[1])
     finally:
         other.close()
-    with pytest.raises(ConflictError, match="revision 2.*read it again") as lost:
+    with pytest.raises(ConflictError, match=r"revision 2.*read it again") as lost:
         admin.update("report", kwargs={"full": True}, revision=read.revision)
     assert lost.value.exit_code == 5
     after = admin.get("report")
