@@ -39,8 +39,10 @@ Exit codes:
   6  not triggered: a run of the entry is in progress and its overlap is
      skip (trigger --force runs it anyway)"""
 
-#: A URL's password: what ``redact`` hides.
-PASSWORD_IN_URL = re.compile(r"(?P<head>\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s:/@]*:)[^\s@/]+@")
+#: A URL's password: what ``redact`` hides (not the ``user:password@`` of the examples).
+PASSWORD_IN_URL = re.compile(
+    r"(?P<head>\b[a-zA-Z][a-zA-Z0-9+.-]*://(?!user:password@)[^\s:/@]*:)[^\s@/]+@"
+)
 
 
 def redact(text: str) -> str:

@@ -173,3 +173,22 @@ def test_an_update_that_loses_a_race_exits_5_and_no_change_is_lost(
     assert a.returncode == Exit.CONFLICT, (a.returncode, a.stdout, a.stderr)
     assert "read it again" in a.stderr and "Traceback" not in a.stderr
     assert definition["args"] == ()  # and A's, refused, is not half there
+
+
+def test_store_mistakes_are_said_in_words_with_exit_4(run: Run) -> None:
+    with RedisProcess(password=SECRET) as server:
+        no_password = server.url.replace(f":{SECRET}@", "")
+        done = hashbeat(run, "pause", "refresh-prices", url=no_password)
+        assert done.returncode == Exit.STORE, done.stderr
+        assert "asks for a password, and hashbeat_store_url gives none" in done.stderr
+        assert "HELLO" not in done.stderr
+        done = hashbeat(run, "pause", "refresh-prices", url=server.url.replace("/0", "/99"))
+        assert done.returncode == Exit.STORE, done.stderr
+        assert "has no such database" in done.stderr and "ResponseError" not in done.stderr
+        assert SECRET not in done.stderr
+
+
+def test_an_expression_is_echoed_as_written(run: Run) -> None:
+    done = hashbeat(run, "add", "c", "--task", TASK, "--cron", "*/5x * * * *")
+    assert done.returncode == Exit.USAGE
+    assert "cannot read '*/5x' in the minute field" in done.stderr
