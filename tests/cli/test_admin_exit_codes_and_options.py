@@ -192,3 +192,29 @@ def test_an_expression_is_echoed_as_written(run: Run) -> None:
     done = hashbeat(run, "add", "c", "--task", TASK, "--cron", "*/5x * * * *")
     assert done.returncode == Exit.USAGE
     assert "cannot read '*/5x' in the minute field" in done.stderr
+
+
+def test_every_exit_code_is_documented_in_operations_md() -> None:
+    text = (ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
+    section = text.split("## The hashbeat command", 1)[1].split("\n### ", 1)[0]
+    documented = {
+        int(line.split("|")[1]) for line in section.splitlines() if line.startswith("| ") and
+        line.split("|")[1].strip().isdigit()
+    }  # fmt: skip
+    assert documented == {int(code) for code in Exit}
+
+
+def test_shell_completion_works_as_operations_md_says(run: Run) -> None:
+    text = (ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
+    assert 'eval "$(_HASHBEAT_COMPLETE=bash_source hashbeat)"' in text
+    script = run("hashbeat", env={"_HASHBEAT_COMPLETE": "bash_source"})
+    assert script.returncode == 0 and "complete " in script.stdout, script.stderr
+    done = run(
+        "hashbeat",
+        env={
+            "_HASHBEAT_COMPLETE": "bash_complete",
+            "COMP_WORDS": "hashbeat tri",
+            "COMP_CWORD": "1",
+        },
+    )
+    assert done.stdout.split() == ["plain,trigger"], done.stdout

@@ -1,4 +1,4 @@
-"""What ``ScheduleAdmin`` raises (docs/design.md §13, DESIGN §19): AdminError and its documented
+"""What ``ScheduleAdmin`` raises (docs/design.md §13): AdminError and its documented
 subclasses only, with no password in any message; a read-only store said as such; and two
 concurrent updates of one entry never both land on the same revision (compare-and-set on the
 stored definition), against a real Redis store and an SQLite one."""
