@@ -364,8 +364,9 @@ class ScheduleAdmin:
         again), once, as the entry's ``overlap`` says (docs/design.md §12); the entry's slots do
         not move. With ``skip`` and a run in progress it raises RunInProgressError, unless
         ``force``, which sends it on top of the run and records it as forced."""
+        asked = self._now_ms()
         definition = self._existing(name)
-        entry = Catalog.trial(self.app, self.settings, self._now_ms(), name, definition)
+        entry = Catalog.trial(self.app, self.settings, asked, name, definition)
         running = None
         if entry.run_ttl_ms:
             held = self.store.running()
@@ -381,7 +382,7 @@ class ScheduleAdmin:
                 f"anyway with --force (force=True)"
             )
         task_id = str(uuid.uuid4())
-        self.store.ask(encode_trigger(Trigger(name, task_id, self._now_ms(), force)))
+        self.store.ask(encode_trigger(Trigger(name, task_id, asked, force)))
         return Triggered(task_id, name, overlap, running, force)
 
     @admin_errors

@@ -8,21 +8,18 @@ and the history says it was forced). What ran is what the tasks recorded (tests/
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from celery_hashbeat.control.definitions import Trigger, encode_trigger
 from celery_hashbeat.observe.history import decode
-from tests.support.processes import ROOT, wait_until
-from tests.worker.scenario import APP, Scenario
+from tests.support.processes import wait_until
+from tests.worker.scenario import Scenario
 
 pytestmark = pytest.mark.slow
 
@@ -42,18 +39,6 @@ class Outcome:
     diagnostics: str = ""
 
 
-def hashbeat(scenario: Scenario, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(Path(sys.executable).parent / "hashbeat"), *args, "-A", APP],
-        cwd=ROOT,
-        env={**os.environ, **scenario.env, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-
-
 def events(scenario: Scenario, event: str) -> dict[str, float]:
     return {r["task_id"]: r["at"] for r in scenario.records() if r["event"] == event}
 
@@ -66,15 +51,15 @@ def outcome(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Outcome]:
         scenario.worker(NODE, concurrency=3)
         beat = scenario.beat("beat-1")
         assert wait_until(scenario.store.leader, 20, 0.1), scenario.diagnostics()
-        first = hashbeat(scenario, "trigger", "guarded")
+        first = scenario.hashbeat("trigger", "guarded")
         assert first.returncode == 0, first.stderr
         result.first = first.stdout.splitlines()[0]
         assert wait_until(lambda: result.first in events(scenario, "start"), 15, 0.1), (
             scenario.diagnostics()
         )
-        result.refused = hashbeat(scenario, "trigger", "guarded")
+        result.refused = scenario.hashbeat("trigger", "guarded")
         scenario.store.ask(encode_trigger(Trigger("guarded", RACED, int(time.time() * 1000))))
-        forced = hashbeat(scenario, "trigger", "guarded", "--force", "--json")
+        forced = scenario.hashbeat("trigger", "guarded", "--force", "--json")
         assert forced.returncode == 0, forced.stderr
         result.forced = json.loads(forced.stdout)
         done = {result.first, result.forced["task_id"]}
