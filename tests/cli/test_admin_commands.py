@@ -166,6 +166,19 @@ def test_bad_input_is_one_line_with_its_exit_code_and_changes_nothing(
         (["add", "x", "--task", "proj.nope", "--every", "9"], Exit.USAGE, "is not registered"),
         (["add", "refresh-prices", "--task", TASK, "--every", "9"], Exit.USAGE, "beat_schedule"),
         ([*add, "--every", "9", "--overlap", "never"], Exit.USAGE, "overlap must be one of"),
+        # What every beat would refuse is refused before it is stored (one build path).
+        ([*add, "--every", "9", "--workers", "web-1"], Exit.USAGE, "not a worker node name"),
+        ([*add, "--every", "9", "--workers", "*", "--queue", "q"], Exit.USAGE, "cannot apply"),
+        (
+            [*add, "--every", "9", "--workers", "celery@a,celery@a"],
+            Exit.USAGE,
+            "more than once",
+        ),
+        (
+            [*add, "--every", "9", "--overlap", "buffer_one", "--catch-up", "all"],
+            Exit.USAGE,
+            "buffer_one",
+        ),
         (
             [
                 *add,
