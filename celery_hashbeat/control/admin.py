@@ -369,7 +369,8 @@ class ScheduleAdmin:
         entry = Catalog.trial(self.app, self.settings, asked, name, definition)
         running = None
         if entry.run_ttl_ms:
-            held = self.store.running()
+            # A fanned-out entry is tried as a copy: its copies' leases are looked for.
+            held = self.store.running([name] if entry.name == name else None)
             running = next(
                 (task for run, task in sorted(held.items()) if run.partition("@")[0] == name),
                 None,
