@@ -318,6 +318,8 @@ class ScheduleAdmin:
         if stored is None:
             raise UnknownEntryError(f"no store entry {name!r}: add it first (`hashbeat entries`)")
         current, current_revision = self._decoded(name, stored)
+        if revision is not None and (isinstance(revision, bool) or not isinstance(revision, int)):
+            raise AdminError(f"entry {name!r}: revision must be a whole number, not {revision!r}")
         if revision is not None and revision != current_revision:
             raise ConflictError(self._conflict(name, f"it is at revision {current_revision}"))
         text = self._checked(

@@ -215,7 +215,7 @@ def encode(name: str, definition: dict[str, Any], changed: int = 0, revision: in
         data["revision"] = revision
     try:
         return json.dumps(data, sort_keys=True, allow_nan=False)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, RecursionError) as exc:  # nested past what JSON can write
         raise DefinitionError(
             f"entry {name!r}: args, kwargs and options must be plain JSON (strings, numbers, "
             f"true/false, null, lists and objects): {exc}"

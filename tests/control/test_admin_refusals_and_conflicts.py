@@ -65,6 +65,13 @@ def test_bad_arguments_are_admin_errors_that_name_what_was_wrong(admin: Schedule
         admin.add("numbered", task="shop.report", schedule=EVERY_MINUTE, kwargs={1: 2})  # type: ignore[dict-item]
     with pytest.raises(AdminError, match="'kwargs' must map keyword names"):
         admin.update("report", kwargs={1: 2})
+    with pytest.raises(AdminError, match="revision must be a whole number, not '1'"):
+        admin.update("report", args=[1], revision="1")  # type: ignore[arg-type]
+    deep: list[object] = []
+    for _ in range(100_000):
+        deep = [deep]
+    with pytest.raises(AdminError, match="must be plain JSON"):
+        admin.add("deep", task="shop.report", schedule=EVERY_MINUTE, args=[deep])
     assert [view.name for view in admin.list() if view.source == "store"] == ["report"]
 
 
