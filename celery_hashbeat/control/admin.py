@@ -72,8 +72,9 @@ class UnknownEntryError(AdminError):
 
 
 class StoreProblemError(AdminError):
-    """The store could not be used: unreachable, refusing the credentials, or read-only (then
-    ``read_only`` is True). Nothing is known to have been written."""
+    """The store could not be used: unreachable, refusing the credentials, read-only (then
+    ``read_only`` is True), or its URL or options malformed. Nothing is known to have been
+    written."""
 
     exit_code = 4
     read_only = False
