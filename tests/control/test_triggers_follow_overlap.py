@@ -9,13 +9,13 @@ from __future__ import annotations
 import base64
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 import redis
 from celery import Celery
 
-from celery_hashbeat import hashcron
+from celery_hashbeat import Scheduler, hashcron
 from celery_hashbeat.control import polling as control
 from celery_hashbeat.control.admin import RunInProgressError, ScheduleAdmin
 from celery_hashbeat.control.definitions import Trigger, encode_trigger
@@ -41,8 +41,22 @@ def admin(app: Celery, clock: Clock) -> Iterator[ScheduleAdmin]:
     made.close()
 
 
-def guarded(app: Celery, overlap: str) -> None:
-    app.conf.beat_schedule = {"long": {"task": "t", "schedule": YEARLY, "overlap": overlap}}
+#: Makes the one beat of a test, leading, for entry "long" with the given ``overlap``; with
+#: ``running``, a run of the entry then holds its run lease (task RUNNING).
+Lead = Callable[..., Scheduler]
+
+
+@pytest.fixture
+def lead(admin: ScheduleAdmin, app: Celery, clock: Clock, schedulers: Make) -> Lead:
+    def make(overlap: str, running: bool = True) -> Scheduler:
+        app.conf.beat_schedule = {"long": {"task": "t", "schedule": YEARLY, "overlap": overlap}}
+        beat = schedulers(clock)
+        read(beat)
+        if running:
+            assert admin.store.hold_run("long", RUNNING, LEASE_MS)
+        return beat
+
+    return make
 
 
 def read(*beats: object) -> None:
@@ -61,12 +75,9 @@ def history(admin: ScheduleAdmin) -> list[tuple[str, str, str]]:
 
 
 def test_skip_refuses_a_trigger_while_a_run_holds_the_lease_and_force_sends_it_recorded(
-    admin: ScheduleAdmin, app: Celery, broker: Broker, clock: Clock, schedulers: Make
+    admin: ScheduleAdmin, broker: Broker, lead: Lead
 ) -> None:
-    guarded(app, "skip")
-    beat = schedulers(clock)
-    read(beat)
-    assert admin.store.hold_run("long", RUNNING, LEASE_MS)
+    beat = lead("skip")
     with pytest.raises(RunInProgressError, match=f"task {RUNNING}.*--force") as refused:
         admin.trigger("long")
     assert refused.value.exit_code == 6
@@ -81,11 +92,9 @@ def test_skip_refuses_a_trigger_while_a_run_holds_the_lease_and_force_sends_it_r
 
 
 def test_the_leader_skips_a_trigger_that_reaches_it_while_a_run_holds_the_lease(
-    admin: ScheduleAdmin, app: Celery, broker: Broker, clock: Clock, schedulers: Make
+    admin: ScheduleAdmin, broker: Broker, clock: Clock, lead: Lead
 ) -> None:
-    guarded(app, "skip")
-    beat = schedulers(clock)
-    read(beat)
+    beat = lead("skip", running=False)
     # Asked while the entry was free; its run started before the leader took the trigger.
     admin.store.ask(encode_trigger(Trigger("long", "asked-before-the-run", int(clock() * 1000))))
     assert admin.store.hold_run("long", RUNNING, LEASE_MS)
@@ -99,10 +108,9 @@ def test_the_leader_skips_a_trigger_that_reaches_it_while_a_run_holds_the_lease(
 
 
 def test_a_trigger_of_a_free_guarded_entry_takes_the_run_lease_for_its_own_task(
-    admin: ScheduleAdmin, app: Celery, broker: Broker, clock: Clock, schedulers: Make
+    admin: ScheduleAdmin, broker: Broker, lead: Lead
 ) -> None:
-    guarded(app, "skip")
-    beat = schedulers(clock)
+    beat = lead("skip", running=False)
     task_id = admin.trigger("long")
     assert task_id.running is None
     read(beat)
@@ -113,12 +121,9 @@ def test_a_trigger_of_a_free_guarded_entry_takes_the_run_lease_for_its_own_task(
 
 
 def test_buffer_one_keeps_the_trigger_waiting_until_the_run_ends(
-    admin: ScheduleAdmin, app: Celery, broker: Broker, clock: Clock, schedulers: Make
+    admin: ScheduleAdmin, broker: Broker, lead: Lead
 ) -> None:
-    guarded(app, "buffer_one")
-    beat = schedulers(clock)
-    read(beat)
-    assert admin.store.hold_run("long", RUNNING, LEASE_MS)
+    beat = lead("buffer_one")
     task_id = admin.trigger("long")
     assert task_id.running == RUNNING and "waits" in task_id.note
     for _ in range(3):
@@ -133,17 +138,9 @@ def test_buffer_one_keeps_the_trigger_waiting_until_the_run_ends(
 
 
 def test_replace_revokes_the_run_in_progress_and_sends_the_trigger(
-    admin: ScheduleAdmin,
-    app: Celery,
-    broker: Broker,
-    clock: Clock,
-    schedulers: Make,
-    redis_url: str,
+    admin: ScheduleAdmin, broker: Broker, lead: Lead, redis_url: str
 ) -> None:
-    guarded(app, "replace")
-    beat = schedulers(clock)
-    read(beat)
-    assert admin.store.hold_run("long", RUNNING, LEASE_MS)
+    beat = lead("replace")
     task_id = admin.trigger("long")
     assert "revokes" in task_id.note
     # Celery's remote control goes out on the broker's pub/sub: listen as a worker would.
