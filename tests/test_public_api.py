@@ -8,14 +8,17 @@ from importlib.metadata import entry_points
 
 import celery_hashbeat
 
-#: Every public name, as the README and docs/design.md §4, §13 and §18 import them.
+#: Every public name, as the README and docs/design.md §4, §13 and §19 import them.
 PUBLIC = [
     "AdminError",
+    "ConflictError",
     "CronExpr",
     "CronSyntaxError",
     "NoFireTimeError",
+    "RunInProgressError",
     "ScheduleAdmin",
     "Scheduler",
+    "StoreProblemError",
     "UnknownEntryError",
     "at",
     "hashcron",

@@ -92,7 +92,7 @@ class Dispatcher:
         self._freezer = Freezer()
         #: Entries whose schedule failed to plan, so the traceback is logged once only.
         self._unplanned: set[str] = set()
-        #: One-shots that ran out of slots, until the store drops them (docs/design.md §18).
+        #: One-shots that ran out of slots, until the store drops them (docs/design.md §19).
         self.done = DoneOnce()
 
     # Planning ---------------------------------------------------------------------------------
@@ -329,9 +329,11 @@ class Dispatcher:
             self._give_back(back)
 
     def _lost(self, entry: Entry, slot: int, outcome: Outcome, error: BaseException | None) -> None:
-        """Log a slot that is not sent and never will be: dropped, or perhaps sent."""
-        self._watch.publish_failed()
+        """Log a slot that is not sent and never will be: dropped (recorded so in the
+        history), or perhaps sent."""
         if outcome is Outcome.DROPPED:
+            why = f"{type(error).__name__}: {error}"
+            self._watch.dropped(entry.name, slot, why, self._now_ms())
             logger.error(
                 "beat: %s slot %s can never be sent, so it is dropped (%s: %s); fix the "
                 "entry's args, kwargs or options",
@@ -341,6 +343,7 @@ class Dispatcher:
                 error,
             )
             return
+        self._watch.publish_failed()
         logger.warning(
             "beat: %s slot %s may or may not have reached the broker (%s); it is not "
             "sent again (at most once per slot)",

@@ -66,9 +66,9 @@ class Row:
     idle: str | None = None
     #: Whether the balancer chose its hash terms (docs/design.md §16).
     balanced: bool = False
-    #: The days its calendar excludes, and what a slot on one does (docs/design.md §17).
+    #: The days its calendar excludes, and what a slot on one does (docs/design.md §18).
     excluding: str | None = None
-    #: A one-shot's state (docs/design.md §18): done, or when it fires.
+    #: A one-shot's state (docs/design.md §19): done, or when it fires.
     one_shot: str | None = None
 
 

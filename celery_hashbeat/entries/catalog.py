@@ -128,8 +128,10 @@ class Catalog:
         doomed = [n for g in gone for n in (g, *self.fanout.subs.get(g, ())) if n in self.entries]
         self.fanout.drop(gone)
         self.deactivate(doomed)
-        self._build(self._expand({n: d for n, d in mine.items() if d is not None}))
-        return doomed
+        # A changed worker list drops copies too: they are taken out like removed entries.
+        dropped: list[str] = []
+        self._build(self._expand({n: d for n, d in mine.items() if d is not None}, dropped))
+        return doomed + sorted(set(dropped) - set(doomed))
 
     def regroup(self, nodes: tuple[str, ...]) -> set[str]:
         """Fan the ``"*"`` entries out to ``nodes``; the copies of workers that left."""
@@ -203,7 +205,7 @@ class Catalog:
         worker list to a placeholder worker), to check it and to see what it runs; a refusal
         raises EntryError with the message a beat would log. ``written``: it is being written
         now, so a one-shot the beats would never send (its instant past, beyond what its
-        catch-up sends) is refused too (docs/design.md §18)."""
+        catch-up sends) is refused too (docs/design.md §19)."""
         refusals: dict[str, str] = {}
         alone = cls(app, settings, lambda: now_ms, ignore_added, refusals.__setitem__)
         alone.fanout.nodes = (PROBE_NODE,)
@@ -224,7 +226,7 @@ class Catalog:
         """Where entry ``name``'s slots count from as a leader plans them: its fence, unless it
         (or the entry it is a copy of) was added, updated or resumed later (its floor), so
         that nothing from before then is ever caught up (docs/design.md §13). A one-shot whose
-        slot was claimed stays done whatever its floor (§18)."""
+        slot was claimed stays done whatever its floor (§19)."""
         floor = floors.get(name) if floors else None
         if floor is not None and is_done_once(self.entries.get(name), fence_ms):
             return fence_ms
@@ -255,13 +257,17 @@ class Catalog:
         since = self.counts_from(name, fence_ms, floors)
         return upcoming(entry, since, 0 if fence is None else fence.runs, now_ms, count)
 
-    def _expand(self, schedule: Mapping[str, Any]) -> dict[str, Any]:
+    def _expand(
+        self, schedule: Mapping[str, Any], dropped: list[str] | None = None
+    ) -> dict[str, Any]:
         """``schedule`` with each fanned-out entry replaced by its copies; one that cannot be
         fanned out is logged by name and skipped."""
         expansion = self.fanout.expand(schedule)
         for name, error in expansion.broken.items():
             self._refuse(name, error)
         self.deactivate(expansion.gone)
+        if dropped is not None:
+            dropped.extend(expansion.gone)
         return expansion.plain
 
     def _build(self, definitions: Mapping[str, Any]) -> None:

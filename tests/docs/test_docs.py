@@ -176,6 +176,8 @@ def test_django_export_converts_every_schedule_kind(
     assert set(exported) == {"nightly-report", "poll-feeds", "sunset", "launch", "once"}
     assert skipped == []
     assert exported["launch"]["schedule"] == at("2031-01-01T01:00:00+01:00")
+    # A one_off row runs once: max_runs=1, as migration.md's table and workers.md both say;
+    # a clocked one is a one-shot, which runs once by itself.
     assert "max_runs" not in exported["launch"] and exported["once"]["max_runs"] == 1
     nightly = exported["nightly-report"]
     assert nightly["schedule"] == hashcron("0 4 * * mon-fri", tz="Europe/Riga", day_and=True)
