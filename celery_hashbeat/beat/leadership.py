@@ -95,7 +95,7 @@ class Leadership:
     def maintain(self) -> None:
         """Renew or take the lease (opening the store first if it is not open); take over on
         becoming leader; as a standby, read the run counts once."""
-        self._watch.entries(len(self._catalog.entries))
+        self._watch.entries(self._catalog.count())
         calls = self._calls
         if not calls.opened:
             self._open_store()

@@ -64,6 +64,8 @@ class Row:
     idle: str | None = None
     #: Whether the balancer chose its hash terms (docs/design.md §16).
     balanced: bool = False
+    #: Why the leader sends it no slot now ("paused", "max_runs 3 used up"), or None.
+    silent: str | None = None
 
 
 def describe(entry: Entry, app: Celery) -> Row:
@@ -105,7 +107,8 @@ def schedule_command(app_name: str | None, no_store: bool, as_json: bool) -> Non
     Entries come from the app's beat_schedule (with the periodic tasks its modules add), each
     built as celery_hashbeat.Scheduler builds it, so an entry that would not run shows its error
     here. Next run follows the scheduler's catch-up policy: a slot missed since the last one
-    enqueued shows as due now. Times are in the app's timezone.
+    enqueued shows as due now; an entry paused by an operator, or whose max_runs are used up,
+    has none, and says so. Times are in the app's timezone.
 
     An entry with "workers" is listed as its copies, one per worker, each named and keyed
     ENTRY@NODE. For "workers": "*" the workers are the leader's census in the store; before
@@ -150,6 +153,7 @@ def schedule_command(app_name: str | None, no_store: bool, as_json: bool) -> Non
         fence = fences.get(entry.name)
         row = by_name[entry.name]
         row.next_ms = built.next_slot(entry.name, fence, now)
+        row.silent = built.silent(entry.name, fence)
         row.last_ms = None if fence is None or fence.anchor else fence.slot
         row.parent, row.worker = subs.get(entry.name, (None, None))
     if as_json:
@@ -235,7 +239,7 @@ def _print(
                 line.append(labels[row.name])
                 line.extend(["-"] if show_last else [])
             else:
-                line.append(when(row.next_ms, "-", upcoming=True))
+                line.append(when(row.next_ms, row.silent or "-", upcoming=True))
                 if show_last:
                     line.append(when(row.last_ms, "never", upcoming=False))
             lines.append(line)

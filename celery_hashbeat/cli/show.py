@@ -174,7 +174,8 @@ def describe_view(view: EntryView, now: int) -> str:
             lines.append((key, text))
     lines.append(("paused", paused_text(view, now) or "no"))
     slots = [f"{stamp(slot)} ({relative(slot, now)})" for slot in view.next_slots]
-    lines += [("next slots" if i == 0 else "", slot) for i, slot in enumerate(slots or ["-"])]
+    none = "none while paused" if view.paused else "-"
+    lines += [("next slots" if i == 0 else "", slot) for i, slot in enumerate(slots or [none])]
     width = max(len(key) for key, _ in lines) + 2
     return "\n".join(f"{key:<{width}}{text}".rstrip() for key, text in lines) + "\n"
 

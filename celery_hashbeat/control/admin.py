@@ -13,7 +13,7 @@ import builtins
 import json
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 from celery_hashbeat.control.definitions import (
@@ -99,10 +99,26 @@ class Planned:
     floors: dict[str, int]
     #: The leader's last census of live workers (None: none yet, or no store read).
     roster: Roster | None
+    #: The entries paused now, by name, as every beat reads them from the store.
+    paused: dict[str, Pause] = field(default_factory=dict)
 
     def next_slots(self, name: str, fence: Fence | None, now_ms: int, count: int) -> list[int]:
-        """Entry ``name``'s next ``count`` slots as the leader plans them from ``fence``."""
-        return self.catalog.next_slots(name, fence, self.floors, now_ms, count)
+        """Entry ``name``'s next ``count`` slots as the leader plans them from ``fence``: none
+        while it (or the entry it is a copy of) is paused, none past its ``max_runs``."""
+        return self.catalog.next_slots(name, fence, self.floors, now_ms, count, self.paused)
+
+    def silent(self, name: str, fence: Fence | None) -> str | None:
+        """Why the leader sends no slot of entry ``name`` it runs, in a few words ("paused",
+        "max_runs 3 used up"); None when nothing holds it back."""
+        entry = self.catalog.entries.get(name)
+        if entry is None:
+            return None
+        if self.catalog.held(name, self.paused):
+            return "paused"
+        runs = 0 if fence is None else fence.runs
+        if entry.max_runs is not None and runs >= entry.max_runs:
+            return f"max_runs {entry.max_runs} used up"
+        return None
 
 
 def plan_schedule(
@@ -123,7 +139,7 @@ def plan_schedule(
         roster = store.roster()
     nodes = None if roster is None else roster.nodes
     catalog, refusals = Catalog.preview(app, settings, now_ms, configured, stored, nodes)
-    return Planned(catalog, refusals, controls.floors, roster)
+    return Planned(catalog, refusals, controls.floors, roster, dict(controls.paused))
 
 
 class ScheduleAdmin:

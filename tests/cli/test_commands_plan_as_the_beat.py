@@ -6,6 +6,7 @@ leads on the real Redis; the commands run as real processes."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -14,9 +15,10 @@ from datetime import datetime
 import pytest
 
 from celery_hashbeat import Scheduler, hashcron
-from celery_hashbeat.control.definitions import encode
+from celery_hashbeat.control.definitions import Pause, encode, encode_pause
 from celery_hashbeat.store import Store
 from tests.cli import planned
+from tests.support.beat_fixtures import run_for
 
 Run = Callable[..., subprocess.CompletedProcess[str]]
 APP = "tests.cli.planned"
@@ -92,3 +94,63 @@ def test_status_counts_a_plain_interval_from_the_leaders_anchor(
     assert done.returncode == 0, done.stderr
     shown = json.loads(done.stdout)["entries"]["heartbeat"]["next_slot"]
     assert int(datetime.fromisoformat(shown).timestamp() * 1000) == planned_slot
+
+
+def runs_of(store: Store, name: str) -> int:
+    fence = store.fences([name]).get(name)
+    return 0 if fence is None else fence.runs
+
+
+def line_of(output: str, name: str) -> list[str]:
+    """The cells of the table row of entry ``name`` (cells are two or more spaces apart)."""
+    [line] = [line for line in output.splitlines() if line.startswith(f"{name} ")]
+    return re.split(r"\s{2,}", line)
+
+
+def pause(store: Store, name: str) -> None:
+    """An operator's pause, as ScheduleAdmin stores it."""
+    record = encode_pause(Pause(True, "maintenance", int(time.time() * 1000)))
+    store.edit(name, {"pause": record})
+
+
+def test_no_command_lists_slots_of_entries_that_will_not_fire(
+    run: Run, store: Store, leader: Scheduler
+) -> None:
+    """A paused entry (and the copies of a paused fanned-out one) and an entry whose max_runs
+    are used up are sent no more by the leader, so no view lists a next slot for them."""
+    store_entry(store, "once", {"task": "planned.ping", "schedule": 1.0, "max_runs": 1})
+    lead(leader)
+    run_for(leader, 5, until=lambda: runs_of(store, "once") >= 1)
+    assert store.fences(["once"])["once"].runs == 1
+    pause(store, "heartbeat")
+    pause(store, "fanned")
+    run_for(leader, 1.5)  # the leader parks them at their next slot; none is sent
+    done = run("hashbeat", "schedule", "-A", APP, "--json")
+    assert done.returncode == 0, done.stderr
+    rows = {row["name"]: row for row in json.loads(done.stdout)["entries"]}
+    silent = ["heartbeat", "fanned@celery@a", "fanned@celery@b", "once"]
+    assert {name: rows[name]["next_ms"] for name in silent} == dict.fromkeys(silent)
+    assert rows["report-0"]["next_ms"] is not None
+    done = run("hashbeat", "schedule", "-A", APP)
+    assert done.returncode == 0, done.stderr
+    assert "paused" in line_of(done.stdout, "heartbeat")[-2]
+    assert "max_runs" in line_of(done.stdout, "once")[-2]
+
+    done = run("hashbeat", "status", "-A", APP, "--json")
+    assert done.returncode == 0, done.stderr
+    entries = json.loads(done.stdout)["entries"]
+    assert {name: entries[name]["next_slot"] for name in silent} == dict.fromkeys(silent)
+    assert entries["report-0"]["next_slot"] is not None
+
+    done = run("hashbeat", "entries", "-A", APP, "--json")
+    assert done.returncode == 0, done.stderr
+    views = {view["name"]: view for view in json.loads(done.stdout)}
+    assert {name: views[name]["next_slots"] for name in ("heartbeat", "fanned", "once")} == {
+        "heartbeat": [],
+        "fanned": [],
+        "once": [],
+    }
+    for name in ("heartbeat", "fanned@celery@a", "once"):
+        done = run("hashbeat", "show", name, "-A", APP, "--json")
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["next_slot"] is None, name
