@@ -128,7 +128,8 @@ def schedule_command(app_name: str | None, no_store: bool, as_json: bool) -> Non
     built: Built | None = None
     fences: dict[str, Fence] = {}
     problem: StoreFailure | None = None
-    if not no_store and beat_schedule(app):
+    if not no_store:  # even with an empty beat_schedule: the store may hold entries
+        beat_schedule(app)  # the app's modules are loaded first: their errors say so
         settings = app_settings(app)
         try:
             with connected(settings.store_url, settings.key_prefix, settings.store_options) as s:
@@ -218,7 +219,8 @@ def _print(
     rows: list[Row], labels: dict[str, str], now: int, zone: tzinfo, show_last: bool
 ) -> None:
     if not rows:
-        click.echo("The app's beat_schedule is empty.")
+        store = "holds none" if show_last else "was not read"
+        click.echo(f"No entries: the app's beat_schedule is empty, and the store {store}.")
         return
 
     def when(ms: int | None, missing: str, upcoming: bool) -> str:

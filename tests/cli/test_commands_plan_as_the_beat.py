@@ -9,27 +9,35 @@ import json
 import re
 import subprocess
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from datetime import datetime
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from celery_hashbeat import Scheduler, hashcron
 from celery_hashbeat.control.definitions import Pause, encode, encode_pause
 from celery_hashbeat.store import Store
 from tests.cli import planned
 from tests.support.beat_fixtures import run_for
+from tests.support.redis_server import free_port
 
 Run = Callable[..., subprocess.CompletedProcess[str]]
 APP = "tests.cli.planned"
 
 
 @pytest.fixture
-def leader(monkeypatch: pytest.MonkeyPatch, redis_url: str, key_prefix: str) -> Iterator[Scheduler]:
-    """A beat of the test app that leads, with its entries planned; it ticks no more, so its
-    plan stays what it was when the commands run."""
+def pointed(monkeypatch: pytest.MonkeyPatch, redis_url: str, key_prefix: str) -> None:
+    """The in-process test app pointed at this test's store."""
     monkeypatch.setitem(planned.app.conf, "hashbeat_store_url", redis_url)
     monkeypatch.setitem(planned.app.conf, "hashbeat_key_prefix", key_prefix)
+
+
+@pytest.fixture
+def leader(pointed: None) -> Iterator[Scheduler]:
+    """A beat of the test app that leads, with its entries planned; it ticks no more, so its
+    plan stays what it was when the commands run."""
     beat = Scheduler(planned.app, lazy=True)
     beat.setup_schedule()
     yield beat
@@ -154,3 +162,60 @@ def test_no_command_lists_slots_of_entries_that_will_not_fire(
         done = run("hashbeat", "show", name, "-A", APP, "--json")
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout)["next_slot"] is None, name
+
+
+def test_schedule_lists_stored_entries_when_beat_schedule_is_empty(
+    run: Run, store: Store
+) -> None:
+    """An app that keeps every entry in the store: ``hashbeat schedule`` reads the store all
+    the same, and lists them with Celery's own entry."""
+    store_entry(store, "stored-poll", {"task": "planned.ping", "schedule": 45.0})
+    done = run("hashbeat", "schedule", "-A", "tests.cli.stored_only", "--json")
+    assert done.returncode == 0, done.stderr
+    names = [row["name"] for row in json.loads(done.stdout)["entries"]]
+    assert names == ["celery.backend_cleanup", "stored-poll"]
+    done = run("hashbeat", "schedule", "-A", "tests.cli.stored_only")
+    assert done.returncode == 0, done.stderr
+    assert "stored-poll" in done.stdout and "beat_schedule is empty" not in done.stdout
+
+
+def scraped_entries(port: int) -> float:
+    """``hashbeat_entries`` as Prometheus reads it from a beat's /metrics."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        body = response.read().decode()
+    for family in text_string_to_metric_families(body):
+        for sample in family.samples:
+            if sample.name == "hashbeat_entries":
+                return float(sample.value)
+    raise AssertionError("no hashbeat_entries in /metrics")
+
+
+def test_leader_standby_and_commands_count_the_same_entries(
+    monkeypatch: pytest.MonkeyPatch, run: Run, store: Store, pointed: None
+) -> None:
+    """One definition of "the entries": every definition by name, a fanned-out entry once,
+    the stored ones and Celery's own included; the leader and a standby export it alike, and
+    the commands count it too."""
+    store_entry(store, "stored-poll", {"task": "planned.ping", "schedule": 45.0})
+    ports = [free_port(), free_port()]
+    beats = []
+    for port in ports:
+        monkeypatch.setitem(planned.app.conf, "hashbeat_http_port", port)
+        beat = Scheduler(planned.app, lazy=True)
+        beat.setup_schedule()
+        beats.append(beat)
+    try:
+        lead(beats[0])
+        run_for(beats[1], 1.5)
+        run_for(beats[0], 1.5)
+        assert beats[0].is_leader and not beats[1].is_leader
+        listed = json.loads(run("hashbeat", "entries", "-A", APP, "--json").stdout)
+        expected = len(planned.BALANCED) + 4  # heartbeat, fanned, backend_cleanup, stored-poll
+        assert len(listed) == expected
+        assert [scraped_entries(port) for port in ports] == [expected, expected]
+        assert [beat.status()["entries"] for beat in beats] == [expected, expected]
+        shown = json.loads(run("hashbeat", "status", "-A", APP, "--json").stdout)
+        assert shown["entry_count"] == expected
+    finally:
+        for beat in beats:
+            beat.close()

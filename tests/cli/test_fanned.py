@@ -210,3 +210,27 @@ def test_a_fanned_entry_that_cannot_run(run: Run, tmp_path: Path) -> None:
     assert "entry 'named': 'workers' lists 'web-1'" in errors[1]
     assert "entry 'routed'" in errors[2] and "['queue']" in errors[2]
     assert done.stderr.strip() == "Error: entries that cannot run: everywhere, named, routed"
+
+
+def test_status_says_which_entries_it_does_not_list_and_why(run: Run, store: Store) -> None:
+    """Four entries (with Celery's own); the "*" one has no copy before a census, and --limit 2
+    cuts the rows of the others: status says both, instead of listing two silently."""
+    done = run("hashbeat", "status", "-A", FANNED, "--limit", "2")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    at = lines.index(next(line for line in lines if line.startswith("entries ")))
+    assert lines[at].startswith("entries   4 in the schedule; 2 listed"), lines[at]
+    rows = [line.split()[0] for line in lines[at + 2 : at + 4]]
+    assert rows == ["celery.backend_cleanup", "import-orders"]
+    assert "  ... and 2 more not listed (--limit 4, or --json)" in lines
+    [refresh] = [line for line in lines if line.startswith("  not listed: refresh: ")]
+    assert "no copy on any worker" in refresh
+    shown = json.loads(run("hashbeat", "status", "-A", FANNED, "--json").stdout)
+    assert shown["entry_count"] == 4
+    assert set(shown["entries"]) == {
+        "celery.backend_cleanup",
+        "import-orders",
+        "rotate-logs@celery@web-1",
+        "rotate-logs@celery@web-2",
+    }
+    assert set(shown["not_listed"]) == {"refresh"}
