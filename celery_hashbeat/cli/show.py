@@ -31,7 +31,14 @@ from celery_hashbeat.cli.output import (
     table,
 )
 from celery_hashbeat.control.admin import EntryView, ScheduleAdmin, UnknownEntryError
-from celery_hashbeat.observe.history import HISTORY_CAP, MISSED, SENT, SKIPPED, Record, decode
+from celery_hashbeat.observe.history import (
+    HISTORY_CAP,
+    MISSED,
+    SENT,
+    SKIPPED,
+    Record,
+    newest_first,
+)
 from celery_hashbeat.settings import DEFAULT_KEY_PREFIX
 from celery_hashbeat.store import Store
 
@@ -59,8 +66,9 @@ class Summary:
 
 
 def records(store: Store, entry: str, limit: int = HISTORY_CAP) -> list[Record]:
-    """``entry``'s readable records, newest first (unreadable ones are left out)."""
-    return [record for record in map(decode, store.history(entry, limit)) if record is not None]
+    """``entry``'s ``limit`` newest readable records, newest first by when each happened (all
+    the store keeps are read, since it keeps them in the order they arrived)."""
+    return newest_first(store.history(entry, HISTORY_CAP))[:limit]
 
 
 def summarize(history: Iterable[Record], now: int) -> Summary:
@@ -252,9 +260,9 @@ def show(
         )
     rows = [
         [
-            stamp(record.at),
+            stamp(record.at, millis=True),
             record.outcome,
-            "" if record.slot is None else stamp(record.slot),
+            "" if record.slot is None else stamp(record.slot, millis=True),
             record.by,
             record.task_id,
             detail(record),

@@ -34,8 +34,7 @@ from celery_hashbeat.entries.building import as_definition
 from celery_hashbeat.entries.catalog import Catalog
 from celery_hashbeat.entries.errors import EntryError
 from celery_hashbeat.errors import HashbeatError
-from celery_hashbeat.observe.history import Record
-from celery_hashbeat.observe.history import decode as decode_record
+from celery_hashbeat.observe.history import Record, newest_first
 from celery_hashbeat.settings import Settings
 from celery_hashbeat.store import open_store
 from celery_hashbeat.store.controls import DEFINITION, PAUSE
@@ -345,7 +344,7 @@ class ScheduleAdmin:
                     definition,
                     self._pause(name, pause_text),
                     sorted(slots)[:NEXT_SLOTS],
-                    [r for r in map(decode_record, self.store.history(name, RECENT)) if r],
+                    newest_first(self.store.history(name))[:RECENT],
                 )
             )
         return views

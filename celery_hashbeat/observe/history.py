@@ -18,12 +18,22 @@ from __future__ import annotations
 import json
 import threading
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from typing import Any
 
 from celery_hashbeat.store.base import HISTORY_CAP
 
-__all__ = ["HISTORY_CAP", "OUTBOX_CAP", "Outbox", "Record", "decode", "encode", "sent_text"]
+__all__ = [
+    "HISTORY_CAP",
+    "OUTBOX_CAP",
+    "Outbox",
+    "Record",
+    "decode",
+    "encode",
+    "newest_first",
+    "sent_text",
+]
 
 #: Outcomes the beat records.
 SENT, SKIPPED, MISSED, TRIGGER = "sent", "skipped", "missed", "trigger"
@@ -99,6 +109,31 @@ def decode(text: str) -> Record | None:
         return Record(**fields)
     except TypeError:
         return None
+
+
+#: Where each outcome falls in the life of a slot's task, to order outcomes of one instant.
+STAGE = {TRIGGER: 0, SENT: 0, SKIPPED: 0, MISSED: 0, STARTED: 1, SUCCEEDED: 2, FAILED: 2}
+
+
+def newest_first(texts: Iterable[str]) -> list[Record]:
+    """Stored records (the store's newest first) as readable records, newest first by when each
+    happened. The store keeps them in the order they arrived, which is not that order: the beat's
+    ``sent`` rides on its next store call, after the worker wrote ``started``. Ties go by the
+    stage of the task's life (sent, started, then succeeded or failed), then by the store's
+    order; a worker's outcome counts as no earlier than its task's sending, so a worker clock
+    behind the beat's never shows a start before its send. Unreadable records are left out."""
+    records = [record for record in map(decode, texts) if record is not None]
+    sent_at = {r.task_id: r.at for r in records if r.task_id and r.outcome in (SENT, TRIGGER)}
+
+    def when(item: tuple[int, Record]) -> tuple[int, int, int]:
+        arrived, record = item
+        at = record.at
+        stage = STAGE.get(record.outcome, 0)
+        if stage and record.task_id in sent_at:
+            at = max(at, sent_at[record.task_id])
+        return at, stage, -arrived
+
+    return [record for _, record in sorted(enumerate(records), key=when, reverse=True)]
 
 
 class Outbox:
