@@ -7,10 +7,12 @@ the reason of a skip, a run's duration). The beat writes ``sent``, ``skipped``, 
 ``trigger``; the worker that runs a slot's task writes ``started``, ``succeeded`` and ``failed``
 (worker/outcomes.py). The store keeps the newest HISTORY_CAP per entry.
 
-The beat never makes a store call for its history: records wait in an Outbox and ride on the next
-claim or lease renewal (at most one renewal period later), calls the beat makes anyway. A record
-that cannot be delivered (the store is down) is dropped: the history is a report, and the outbox
-never grows past OUTBOX_CAP.
+Records wait in an Outbox and ride on the next claim or lease renewal, calls the beat makes
+anyway; only after a send with no claim due right after does the beat write them at once
+(beat/dispatch.py), so that a kill a moment after a send keeps its ``sent`` record. A record that
+cannot be delivered (the store is down) is dropped: the history is a report, and the outbox never
+grows past OUTBOX_CAP. The store keeps records in the order they arrived; ``newest_first`` orders
+them by when each happened.
 """
 
 from __future__ import annotations
