@@ -225,7 +225,7 @@ def entry_lines(
     if app is None:
         names = sorted(fenced)
         chosen = names[:limit]
-        lines = {name: EntryLine(None, None, summarize(records(store, name), now)) for name in chosen}
+        lines = {n: EntryLine(None, None, summarize(records(store, n), now)) for n in chosen}
         return Listing(lines, more=len(names) - len(chosen))
     built = build_entries(app, now, store)
     runs = built.entries

@@ -40,9 +40,9 @@ def chaos_schedule() -> dict[str, dict[str, Any]]:
 
 
 def schedule_for(name: str) -> dict[str, dict[str, Any]]:
-    """``chaos``; ``sparse`` (one entry every five seconds); ``failover`` (chaos plus a 250 ms hashed interval, so a new leader always has
-    a slot due within a quarter second); ``burst:N`` (N entries every second, all at once);
-    ``spread-cron:N`` (N entries ``H * * * * *``, once a
+    """``chaos``; ``sparse`` (one entry every five seconds); ``failover`` (chaos plus a 250 ms
+    hashed interval, so a new leader always has a slot due within a quarter second); ``burst:N``
+    (N entries every second, all at once); ``spread-cron:N`` (N entries ``H * * * * *``, once a
     minute at a hashed second); ``spread-interval:N`` (N entries every 60 s at a hashed ms)."""
     kind, _, count = name.partition(":")
     if kind == "chaos":

@@ -164,9 +164,7 @@ def test_no_command_lists_slots_of_entries_that_will_not_fire(
         assert json.loads(done.stdout)["next_slot"] is None, name
 
 
-def test_schedule_lists_stored_entries_when_beat_schedule_is_empty(
-    run: Run, store: Store
-) -> None:
+def test_schedule_lists_stored_entries_when_beat_schedule_is_empty(run: Run, store: Store) -> None:
     """An app that keeps every entry in the store: ``hashbeat schedule`` reads the store all
     the same, and lists them with Celery's own entry."""
     store_entry(store, "stored-poll", {"task": "planned.ping", "schedule": 45.0})

@@ -188,6 +188,20 @@ def test_spread_counts_the_copies_it_knows(run: Run) -> None:
     assert shown["what"] == "4 entries"
     assert shown["hashed"]["total"] == 24 * 12 + 2 * 24 + 1  # backend_cleanup once a day
     assert "entry 'refresh' runs on every live worker" in done.stderr
+    assert "no leader has taken a census" in done.stderr
+
+
+def test_spread_counts_the_copies_on_the_workers_of_the_census(run: Run, store: Store) -> None:
+    """With the leader's census in the store, the "*" entry counts as its copies, one a worker,
+    each an hourly slot at its own minute."""
+    assert store.acquire(TOKEN, 30_000)
+    assert store.set_roster(TOKEN, WEB, int(time.time() * 1000))
+    done = run("hashbeat", "spread", "-A", FANNED, "--date", "2026-03-09", "--json")
+    assert done.returncode == 0, done.stderr
+    shown = json.loads(done.stdout)
+    assert shown["what"] == "6 entries"  # and refresh@celery@web-1, refresh@celery@web-2
+    assert shown["hashed"]["total"] == 24 * 12 + 2 * 24 + 1 + 2 * 24
+    assert "refresh" not in done.stderr
 
 
 def test_a_fanned_entry_that_cannot_run(run: Run, tmp_path: Path) -> None:
