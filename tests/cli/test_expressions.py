@@ -24,6 +24,7 @@ from tests.cli.conftest import ROOT
 
 Invoke = Callable[..., Result]
 Run = Callable[..., subprocess.CompletedProcess[str]]
+NO_PLOT = "--png needs matplotlib (the plot extra)"
 
 
 def test_explain_resolves_as_the_engine_does(invoke: Invoke) -> None:
@@ -168,7 +169,7 @@ def test_spread_chart(invoke: Invoke) -> None:
 
 
 def test_spread_png(invoke: Invoke, tmp_path: Path) -> None:
-    pytest.importorskip("matplotlib", reason="--png needs matplotlib (the plot extra)")
+    pytest.importorskip("matplotlib", reason=NO_PLOT)
     picture = tmp_path / "load.png"
     result = invoke(
         "spread", "--expr", "H H * * *", "--keys", "-", "--png", str(picture), input="a\nb\n"
@@ -208,7 +209,7 @@ def test_spread_png_panels_have_their_own_scale_a_clock_axis_and_a_clear_first_s
     Each panel has its own vertical scale, so a flat hashed load is not flattened against plain
     cron's spike (its title says its peak); the axis tells the time of day in the window's
     zone."""
-    pyplot = pytest.importorskip("matplotlib.pyplot", reason="--png needs matplotlib (the plot extra)")
+    pyplot = pytest.importorskip("matplotlib.pyplot", reason=NO_PLOT)
     from matplotlib.dates import date2num  # noqa: PLC0415 - only with matplotlib
 
     spike = [40] + [0] * 59
@@ -254,7 +255,7 @@ def test_spread_png_of_one_second_buckets_is_not_a_solid_block(run: Run, tmp_pat
     """A day of one-second buckets is 86,400 of them: drawn one by one they fill the panel.
     Plain cron's 100 runs every tenth second average 10 a second; the panel shows that level
     (and the peak as a line), so most of it stays blank."""
-    image = pytest.importorskip("matplotlib.image", reason="--png needs matplotlib (the plot extra)")
+    image = pytest.importorskip("matplotlib.image", reason=NO_PLOT)
     (tmp_path / "keys.txt").write_text("".join(f"job-{i}\n" for i in range(100)))
     done = run(
         "hashbeat", "spread", "--expr", "H/10 * * * * *", "--keys", "keys.txt",
