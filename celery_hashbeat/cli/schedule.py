@@ -64,7 +64,8 @@ class Row:
     idle: str | None = None
     #: Whether the balancer chose its hash terms (docs/design.md §16).
     balanced: bool = False
-    #: Why the leader sends it no slot now ("paused", "max_runs 3 used up"), or None.
+    #: Why no next run is shown: the leader sends it none now ("paused", "max_runs 3 used
+    #: up"), or an interval's slots count from the leader's anchor, which was not read.
     silent: str | None = None
 
 
@@ -99,7 +100,12 @@ def describe(entry: Entry, app: Celery) -> Row:
 
 @click.command(name="schedule")
 @app_option
-@click.option("--no-store", is_flag=True, help="Do not read the last enqueued slots.")
+@click.option(
+    "--no-store",
+    is_flag=True,
+    help="Do not read the store: no stored entries, pauses or last enqueued slots, and no next "
+    "run for an interval, whose slots count from the anchor the leader keeps there.",
+)
 @json_option
 def schedule_command(app_name: str | None, no_store: bool, as_json: bool) -> None:
     """List every beat entry: its expression resolved, next run, last enqueued slot.
@@ -153,8 +159,12 @@ def schedule_command(app_name: str | None, no_store: bool, as_json: bool) -> Non
     for entry in built.entries:
         fence = fences.get(entry.name)
         row = by_name[entry.name]
-        row.next_ms = built.next_slot(entry.name, fence, now)
-        row.silent = built.silent(entry.name, fence)
+        if unknown is not None and entry.source.chained:
+            # Its slots count from the anchor the leader keeps in the store: not known here.
+            row.silent = f"counts from the leader's anchor ({unknown})"
+        else:
+            row.next_ms = built.next_slot(entry.name, fence, now)
+            row.silent = built.silent(entry.name, fence)
         row.last_ms = None if fence is None or fence.anchor else fence.slot
         row.parent, row.worker = subs.get(entry.name, (None, None))
     if as_json:

@@ -311,7 +311,7 @@ def planned_entries(app: Celery, balanced: bool) -> tuple[Built, Built | None, s
     try:
         with connected(settings.store_url, settings.key_prefix, settings.store_options) as store:
             built, even = build(store)
-    except StoreFailure as exc:
+    except (StoreFailure, SetupError) as exc:  # unreachable, or a store no command can share
         click.echo(
             f"spread: the store cannot be read ({exc.message}), so only the app's own entries "
             "are counted",

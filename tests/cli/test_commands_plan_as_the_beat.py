@@ -11,7 +11,7 @@ import subprocess
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
-from datetime import datetime
+from datetime import datetime, timezone
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -208,7 +208,7 @@ def test_leader_standby_and_commands_count_the_same_entries(
         run_for(beats[0], 1.5)
         assert beats[0].is_leader and not beats[1].is_leader
         listed = json.loads(run("hashbeat", "entries", "-A", APP, "--json").stdout)
-        expected = len(planned.BALANCED) + 4  # heartbeat, fanned, backend_cleanup, stored-poll
+        expected = len(planned.BALANCED) + 5  # heartbeat, pulse, fanned, backend_cleanup, stored
         assert len(listed) == expected
         assert [scraped_entries(port) for port in ports] == [expected, expected]
         assert [beat.status()["entries"] for beat in beats] == [expected, expected]
@@ -217,3 +217,46 @@ def test_leader_standby_and_commands_count_the_same_entries(
     finally:
         for beat in beats:
             beat.close()
+
+
+def test_every_view_counts_a_timedelta_entry_from_the_leaders_anchor(
+    run: Run, store: Store, leader: Scheduler
+) -> None:
+    """A timedelta entry's first slot is its anchor (the instant the leader recorded in the
+    store) plus the period, in every command; never the command's own now plus the period."""
+    lead(leader)
+    anchor = store.fences(["pulse"])["pulse"]
+    assert anchor.anchor
+    first = anchor.slot + 75_000
+    assert leader.entries["pulse"].slot == first
+    time.sleep(1.2)  # a command counting from its own now would show a second or more later
+    done = run("hashbeat", "schedule", "-A", APP, "--json")
+    assert done.returncode == 0, done.stderr
+    rows = {row["name"]: row for row in json.loads(done.stdout)["entries"]}
+    assert rows["pulse"]["next_ms"] == first
+    shown = json.loads(run("hashbeat", "status", "-A", APP, "--json").stdout)["entries"]
+    assert shown["pulse"]["next_slot"] == slot_iso_ms(first)
+    views = {view["name"]: view for view in json.loads(run("hashbeat", "entries", "-A", APP,
+                                                           "--json").stdout)}  # fmt: skip
+    assert views["pulse"]["next_slots"][:2] == [slot_iso_ms(first), slot_iso_ms(first + 75_000)]
+    detail = json.loads(run("hashbeat", "show", "pulse", "-A", APP, "--json").stdout)
+    assert detail["next_slots"][0] == slot_iso_ms(first)
+
+
+def slot_iso_ms(ms: int) -> str:
+    """An instant as the commands' --json writes it: ISO 8601 in UTC, to the millisecond."""
+    return datetime.fromtimestamp(ms / 1000, timezone.utc).isoformat(timespec="milliseconds")
+
+
+def test_schedule_without_the_store_does_not_guess_an_intervals_next_run(run: Run) -> None:
+    """An interval's slots count from the anchor the leader keeps in the store: with --no-store
+    its next run is not known, and the row says why instead of counting from the command's now."""
+    done = run("hashbeat", "schedule", "-A", APP, "--no-store", "--json")
+    assert done.returncode == 0, done.stderr
+    rows = {row["name"]: row for row in json.loads(done.stdout)["entries"]}
+    for name in ("pulse", "heartbeat"):
+        assert rows[name]["next_ms"] is None, rows[name]
+        assert rows[name]["silent"] == "counts from the leader's anchor (--no-store)"
+    assert rows["report-0"]["next_ms"] is not None  # a cron slot needs no anchor
+    done = run("hashbeat", "schedule", "-A", APP, "--no-store")
+    assert "counts from the leader's anchor (--no-store)" in line_of(done.stdout, "pulse")[-1]
