@@ -1,7 +1,7 @@
 """A Celery app whose entries have the shapes the commands once planned differently from the
-beat: plain intervals, in seconds and as a timedelta (anchored by the leader), copies on workers, a balanced group and
-Celery's own ``celery.backend_cleanup``. HASHBEAT_TEST_STORE_URL and HASHBEAT_TEST_PREFIX name
-the store, as for ``tests.cli.proj``."""
+beat: plain intervals, in seconds and as a timedelta (anchored by the leader), copies on
+workers, a balanced group and Celery's own ``celery.backend_cleanup``. HASHBEAT_TEST_STORE_URL
+and HASHBEAT_TEST_PREFIX name the store, as for ``tests.cli.proj``."""
 
 from __future__ import annotations
 
