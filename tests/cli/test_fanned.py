@@ -248,3 +248,24 @@ def test_status_says_which_entries_it_does_not_list_and_why(run: Run, store: Sto
         "rotate-logs@celery@web-2",
     }
     assert set(shown["not_listed"]) == {"refresh"}
+
+
+def test_a_fanned_out_entry_shows_its_copies_slots_not_its_own(run: Run, store: Store) -> None:
+    """The "*" entry itself never fires: its copies do, each at the minute of its own key. What
+    entries and show list for it are those copies' slots, and before a census, none."""
+    listed = json.loads(run("hashbeat", "entries", "-A", FANNED, "--json").stdout)
+    assert next(v for v in listed if v["name"] == "refresh")["next_slots"] == []
+    assert store.acquire(TOKEN, 30_000)
+    nodes = ["celery@web-1", "celery@web-3"]
+    assert store.set_roster(TOKEN, nodes, int(time.time() * 1000))
+    minutes = {minute(f"refresh@{node}") for node in nodes}
+    listed = json.loads(run("hashbeat", "entries", "-A", FANNED, "--json").stdout)
+    slots = next(v for v in listed if v["name"] == "refresh")["next_slots"]
+    shown = json.loads(run("hashbeat", "show", "refresh", "-A", FANNED, "--json").stdout)
+    assert shown["next_slots"] == slots and len(slots) == 10
+    assert {int(slot[14:16]) for slot in slots} == minutes, (slots, minutes)
+    assert slots == sorted(slots)
+    copy = json.loads(
+        run("hashbeat", "show", "refresh@celery@web-3", "-A", FANNED, "--json").stdout
+    )
+    assert int(copy["next_slot"][14:16]) == minute("refresh@celery@web-3")
