@@ -148,7 +148,10 @@ def status(
             click.echo(table(["TOKEN", "ROLE", "LAST SEEN"], rows, indent="  "))
         click.echo(f"enqueued  last slots of {len(slots)} entr{'y' if len(slots) == 1 else 'ies'}")
         if slots and limit:
-            rows = [[name, stamp(slot), relative(slot, now)] for name, slot in slots[:limit]]
+            rows = [
+                [name, stamp(slot, millis=True), relative(slot, now)]
+                for name, slot in slots[:limit]
+            ]
             click.echo(table(["ENTRY", "LAST SLOT", ""], rows, indent="  "))
             if len(slots) > limit:
                 click.echo(f"  ... and {len(slots) - limit} more (--limit, or --json)")

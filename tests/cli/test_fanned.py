@@ -14,6 +14,7 @@ import re
 import subprocess
 import time
 from collections.abc import Callable
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -248,6 +249,25 @@ def test_status_says_which_entries_it_does_not_list_and_why(run: Run, store: Sto
         "rotate-logs@celery@web-2",
     }
     assert set(shown["not_listed"]) == {"refresh"}
+
+
+def test_status_shows_last_slots_to_the_millisecond(run: Run, store: Store) -> None:
+    """A column of instants lines up: a slot on a whole second shows its ".000" too."""
+    whole = (int(time.time()) - 60) * 1000
+    assert store.acquire(TOKEN, 30_000)
+    assert store.claim(TOKEN, {"import-orders": (whole, "fp"), "rotate-logs": (whole + 7, "fp")})
+    done = run("hashbeat", "status", "-A", FANNED)
+    assert done.returncode == 0, done.stderr
+    cells = {cell[0]: cell[1] for cell in map(split_cells, done.stdout.splitlines()) if cell}
+    moment = datetime.fromtimestamp(whole / 1000, timezone.utc)
+    assert cells["import-orders"] == f"{moment:%Y-%m-%d %H:%M:%S}.000 UTC"
+    assert cells["rotate-logs"] == f"{moment:%Y-%m-%d %H:%M:%S}.007 UTC"
+
+
+def split_cells(line: str) -> list[str]:
+    """The cells of an indented two-column-apart table row of the enqueued slots, or []."""
+    cells = re.split(r"\s{2,}", line.strip())
+    return cells if len(cells) == 3 and cells[1].endswith(" UTC") else []
 
 
 def test_a_fanned_out_entry_shows_its_copies_slots_not_its_own(run: Run, store: Store) -> None:
