@@ -125,6 +125,10 @@ class Triggers:
         back = settle(settled, self._watch, self._now_ms())
         if back:
             calls.attempt(calls.store.give_back_triggers, self._token, back)
+        # A beat killed before its next store call (seconds away, perhaps) would lose them.
+        outbox = self._watch.outbox
+        if outbox:
+            calls.attempt(calls.store.record, outbox.drain())
 
     def _send(self, run: Run, asked: int) -> None:
         entry, _, task_id = run
