@@ -15,6 +15,7 @@ publishes only what it claimed, with a task id derived from (entry, slot) (docs/
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import TYPE_CHECKING, Any, cast
 
@@ -24,19 +25,26 @@ from celery.exceptions import ImproperlyConfigured
 from celery_hashbeat._logs import SCHEDULER
 from celery_hashbeat.beat.census import WorkerCensus
 from celery_hashbeat.beat.collector import building
-from celery_hashbeat.beat.compat import LiveSchedule, apply_changes, warn_differences
+from celery_hashbeat.beat.compat import (
+    LiveSchedule,
+    add_entry,
+    apply_changes,
+    warn_differences,
+    warn_inert_settings,
+)
 from celery_hashbeat.beat.dispatch import Dispatcher
+from celery_hashbeat.beat.hooks import SendHooks
 from celery_hashbeat.beat.leadership import Leadership
 from celery_hashbeat.beat.lease import Lease, new_token
 from celery_hashbeat.beat.overlap import warn_unreachable_leases
 from celery_hashbeat.beat.parking import Parking
+from celery_hashbeat.beat.standaside import StandAside
 from celery_hashbeat.beat.stopping import GRACE, StopRequests
 from celery_hashbeat.beat.storecalls import StoreCalls
 from celery_hashbeat.beat.triggers import Triggers
 from celery_hashbeat.control.polling import ControlState
 from celery_hashbeat.entries.catalog import Catalog
 from celery_hashbeat.entries.entry import Entry
-from celery_hashbeat.entries.errors import EntryError
 from celery_hashbeat.observe.http import HealthServer, PortInUse
 from celery_hashbeat.observe.metrics import Metrics
 from celery_hashbeat.observe.watch import Watch
@@ -61,6 +69,10 @@ CELERY_SCHEDULE_FILE = "celerybeat-schedule"
 
 class Scheduler(beat.Scheduler):
     """A highly available beat scheduler for Celery, with hashed schedules and fenced enqueues."""
+
+    #: Read by RedBeat's beat_init receiver, connected in any process that imports
+    #: redbeat.schedulers (Sentry's Celery integration does): None says this is not its beat.
+    lock_key = None
 
     store_calls: StoreCalls
     leadership: Leadership
@@ -97,17 +109,21 @@ class Scheduler(beat.Scheduler):
         self.broken = catalog.broken
         controls = ControlState()
         parking = Parking(controls, catalog, watch, self.now_ms)
+        #: Celery's send methods, overridden or patched: then every slot goes through them.
+        self.hooks = hooks = SendHooks(self, OWN_SEND_METHODS)
+        own_send = type(self).send is Scheduler.send
         self.publisher = publisher = Publisher(
             app,
             kwargs.get("Producer") or app.amqp.Producer,
             send=self.send,
-            batchable=type(self).send is Scheduler.send,
+            batchable=lambda: own_send and not hooks.hooked,
             announce=lambda entry, task_id, when: self.dispatcher.announce(  # noqa: PLW0108
                 entry, task_id, when
             ),
             sent=lambda entry: self.dispatcher.sent(entry),  # noqa: PLW0108
             stop=self._stop,
             timeout_s=max(settings.lease_ttl, PUBLISH_TIMEOUT_S),
+            entries=catalog.entries,
         )
         self.dispatcher = dispatcher = Dispatcher(
             token=token,
@@ -143,6 +159,7 @@ class Scheduler(beat.Scheduler):
             watch=watch,
             now_ms=self.now_ms,
         )
+        self._aside = StandAside(lease, calls, publisher, watch, dispatcher.owed)
         filename = kwargs.get("schedule_filename")
         if filename and filename != CELERY_SCHEDULE_FILE and not kwargs.get("lazy"):
             logger.info(
@@ -176,6 +193,8 @@ class Scheduler(beat.Scheduler):
             self.leadership.lease.schedule_digest = self._catalog.digest()
             warn_unreachable_leases(self.entries.values(), self.settings.store_url)
             warn_differences(self.entries.values(), self.settings)
+            warn_inert_settings(self.app.conf)
+        self.hooks.look()
         if self._catalog.fanout.subs and not self.app.conf.worker_direct:
             logger.warning(
                 "beat: entries with 'workers' are sent to each worker's direct queue, which "
@@ -199,12 +218,8 @@ class Scheduler(beat.Scheduler):
         self._catalog.update(dict_)
 
     def add(self, **kwargs: Any) -> ScheduleEntry:
-        name = kwargs.pop("name")
-        kwargs.pop("app", None)
-        self.update_from_dict({name: kwargs})
-        if name in self.broken:
-            raise EntryError(f"entry {name!r} cannot run; see the log")
-        return self.entries[name]
+        """Add an entry from ScheduleEntry's keywords (see ``compat.add_entry``)."""
+        return add_entry(self._catalog, self.now_ms(), kwargs)
 
     def get_schedule(self) -> LiveSchedule:  # type: ignore[override]  # a mapping, as Celery's
         """The entries, live: what is written into it is scheduled, as in Celery."""
@@ -248,6 +263,7 @@ class Scheduler(beat.Scheduler):
         lease = leadership.lease
         if self._stop.requested:
             return 0.0
+        self.hooks.look()
         shared = self._catalog.shared
         if shared.changed:
             apply_changes(self._catalog, shared.changed)
@@ -257,6 +273,7 @@ class Scheduler(beat.Scheduler):
         # surely holds.
         if lease.leader and time.monotonic() < lease.held_until:
             dispatcher.dispatch_due()
+        self._aside.tick()  # a leader whose broker takes nothing gives up the lease
         if time.monotonic() >= lease.due_s:
             leadership.maintain()
         if lease.leader:
@@ -289,8 +306,24 @@ class Scheduler(beat.Scheduler):
         return self.publisher.producer
 
     def send(self, entry: Entry, task_id: str, when: str) -> Any:
-        """Publish one slot of ``entry`` (the hook benchmarks and subclasses replace)."""
+        """Publish one slot of ``entry`` (the hook benchmarks and subclasses replace), through
+        Celery's send methods while one of them is hooked (``beat.hooks``)."""
+        if self.hooks.hooked:
+            return self.hooks.send(entry, task_id, when, self.publisher.producer)
         return send_slot(self.app, self.publisher.producer, entry, task_id, when)
+
+    def apply_async(
+        self, entry: ScheduleEntry, producer: Any = None, advance: bool = True, **kwargs: Any
+    ) -> Any:
+        """Celery's, for a slot going through the hooks: never advanced (the dispatcher moves
+        the entry on), and what it raises is the slot's outcome."""
+        if self.hooks.routing(entry):
+            advance = False
+        try:
+            return super().apply_async(entry, producer, advance, **kwargs)
+        except Exception as exc:
+            self.hooks.failed(entry, exc)
+            raise
 
     # Shutting down ----------------------------------------------------------------------------
 
@@ -310,23 +343,33 @@ class Scheduler(beat.Scheduler):
             return
         self._closed = True
         self._closing_at = time.monotonic()
-        if self._http is not None:
-            self._http.close()
+        # Each step runs whatever the ones before it raised (last in, first run), so that the
+        # helper threads always stop; what raised is raised again at the end.
+        self._stop.shield()  # a second SIGTERM must not cut the lease release short
+        with contextlib.ExitStack() as steps:
+            steps.callback(self._stop.uninstall)  # last: Celery's handlers come back at the end
+            steps.callback(self.store_calls.close)
+            steps.callback(self.publisher.close, give_up=self._gave_up)
+            steps.callback(self._release_store)
+            if self._http is not None:
+                steps.callback(self._http.close)
+            self.sync()  # as Celery's close does: a subclass's sync runs at close
+
+    def _release_store(self) -> None:
+        """Write the history waiting, release the lease and close the store."""
         calls = self.store_calls
-        if calls.opened:
-            history = self.watch.outbox.drain()
-            try:
-                calls.call(calls.store.record, history)
-            except Exception:
-                logger.debug("beat: %d history record(s) not written", len(history), exc_info=True)
-            self.leadership.lease.release(calls)
-            try:
-                calls.call(calls.store.close)
-            except Exception:
-                logger.debug("beat: closing the store failed", exc_info=True)
-        self._stop.uninstall()
-        self.publisher.close(give_up=self._gave_up)
-        calls.close()
+        if not calls.opened:
+            return
+        history = self.watch.outbox.drain()
+        try:
+            calls.call(calls.store.record, history)
+        except Exception:
+            logger.debug("beat: %d history record(s) not written", len(history), exc_info=True)
+        self.leadership.lease.release(calls)
+        try:
+            calls.call(calls.store.close)
+        except Exception:
+            logger.debug("beat: closing the store failed", exc_info=True)
 
     def status(self) -> dict[str, Any]:
         """This beat as /status shows it: read from the HTTP thread, so only plain values."""
@@ -360,3 +403,8 @@ class Scheduler(beat.Scheduler):
             f"    . lease -> {settings.lease_ttl:g}s, renewed every {settings.renew_interval:g}s; "
             f"catch-up {settings.catch_up}"
         )
+
+
+#: The send methods Scheduler defines in place of Celery's (each calls Celery's): another
+#: function found in their place is a hook.
+OWN_SEND_METHODS = {"apply_async": vars(Scheduler)["apply_async"]}

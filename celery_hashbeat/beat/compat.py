@@ -7,23 +7,25 @@
   first stands by (``leadership.read_run_counts``), so restarts and failovers keep them;
 - the "Sending due task" line comes from Celery's ``celery.beat`` logger (``BEAT_LOGGER``), so the
   usual way of silencing it works; the scheduler's own lines keep its own logger;
-- the places where the design deliberately differs are said once at start (``warn_differences``);
-  docs/migration.md lists them all.
+- the places where the design deliberately differs are said once at start (``warn_differences``),
+  and so are beat settings that do nothing here (``warn_inert_settings``); docs/migration.md
+  lists them all.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Iterator, Mapping, MutableMapping
 from typing import TYPE_CHECKING, Any
 
 from celery_hashbeat._logs import BEAT, COMPAT
+from celery_hashbeat.entries.catalog import Catalog
+from celery_hashbeat.entries.errors import EntryError
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
     from celery.beat import ScheduleEntry
 
-    from celery_hashbeat.entries.catalog import Catalog
     from celery_hashbeat.entries.entry import Entry
     from celery_hashbeat.settings import Settings
 
@@ -68,6 +70,30 @@ class LiveSchedule(MutableMapping[str, "ScheduleEntry"]):
         return f"<LiveSchedule of {len(self)} entries>"
 
 
+#: ScheduleEntry's keywords that say what an entry reports, not what it is (``add_entry``).
+REPORTED_KEYWORDS = ("last_run_at", "total_run_count")
+
+
+def add_entry(catalog: Catalog, now_ms: int, keywords: dict[str, Any]) -> Entry:
+    """``Scheduler.add``: an entry from ScheduleEntry's keywords (``name``, ``task``,
+    ``schedule``, ``args``, ``kwargs``, ``options``, ``relative``, ``app``, ``last_run_at``,
+    ``total_run_count``) and the keys of a beat_schedule entry. ``last_run_at`` and
+    ``total_run_count`` are what the entry reports until it is first sent; when that is comes
+    from its schedule, counted from when it was added (docs/migration.md)."""
+    name = keywords.pop("name")
+    keywords.pop("app", None)
+    reported = {key: keywords.pop(key) for key in REPORTED_KEYWORDS if key in keywords}
+    # Refused with the reason, as the beat would log it, before anything changes.
+    Catalog.trial(catalog.app, catalog.settings, now_ms, name, keywords)
+    catalog.update({name: keywords})
+    if name in catalog.broken:
+        raise EntryError(f"entry {name!r} cannot run; see the log")
+    entry = catalog.entries[name]
+    for key, value in reported.items():
+        setattr(entry, key, value)
+    return entry
+
+
 def apply_changes(catalog: Catalog, changed: list[Entry]) -> None:
     """Replan the entries whose ``schedule`` was replaced in place (``entry.schedule = ...``):
     each is rebuilt from its own fields, so its slots follow the new schedule from now on.
@@ -110,6 +136,28 @@ def warn_differences(entries: Iterable[Entry], settings: Settings) -> None:
             min(window, deadline),
             window,
         )
+
+
+#: Celery's beat settings that do nothing with this scheduler: their defaults, and why.
+INERT_SETTINGS = {
+    "beat_sync_every": (
+        0,
+        "there is nothing to sync, each send is written to the store as it is claimed",
+    ),
+}
+
+
+def warn_inert_settings(conf: Mapping[str, Any]) -> None:
+    """Say once, at start, of each beat setting given that this scheduler does not use."""
+    for name, (default, why) in INERT_SETTINGS.items():
+        value = conf.get(name, default)
+        if value != default:
+            logger.warning(
+                "beat: %s=%r has no effect with celery_hashbeat: %s; it can be left out",
+                name,
+                value,
+                why,
+            )
 
 
 def names(found: list[str], one: str, many: str) -> str:

@@ -5,8 +5,9 @@ same at ten entries or a hundred thousand. At a slot the dispatcher takes what i
 ``BATCH``), claims it with one store call, lets the run leases give their verdict, hands the
 slots it won to the ``Publisher``, and settles each by its outcome: sent slots move on, those
 that surely did not go out are given back to the store to be retried (docs/design.md §5, §10).
-It owns the queue, the slots it claimed and has not sent (``owed``), and the slots being
-published; nothing else writes them.
+It owns the queue, the slots it claimed and has not sent (``owed``, handed over to the leader
+when this beat stops leading: ``handover``), and the slots being published; nothing else writes
+them.
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 from celery_hashbeat._logs import SCHEDULER
+from celery_hashbeat._outage import Outage
 from celery_hashbeat.beat.collector import PASS_ROOM_MS, Freezer
 from celery_hashbeat.beat.compat import BEAT_LOGGER
+from celery_hashbeat.beat.handover import Owed
 from celery_hashbeat.beat.overlap import WAIT_POLL_MS, Overlaps, Verdict, run_guard
 from celery_hashbeat.beat.slotqueue import SlotQueue
 from celery_hashbeat.beat.storecalls import FAILED
@@ -26,6 +29,7 @@ from celery_hashbeat.entries.errors import EntryFinished, ScheduleEnded, Schedul
 from celery_hashbeat.publish.batch import Outcome, Settled
 from celery_hashbeat.publish.message import slot_iso, slot_task_id
 from celery_hashbeat.publish.publisher import PUBLISH_RETRY_MS
+from celery_hashbeat.store.base import ReplicasBehind
 
 if TYPE_CHECKING:
     from celery_hashbeat.beat.lease import Lease
@@ -79,8 +83,11 @@ class Dispatcher:
         self._maintain = maintain
         #: Made before the schedule is built, so frozen with it (see ``slotqueue``).
         self.queue = SlotQueue(entries)
-        #: Slots this beat claimed and has not sent (entry -> slot), to send when it leads again.
-        self.owed: dict[str, int] = {}
+        #: Slots this beat claimed and has not sent, handed over when it is not leading.
+        self.owed = Owed(token, calls)
+        #: Claims the store made but its replicas did not acknowledge (min_replicas): one line
+        #: when they fall behind, one when they hold the claims again.
+        self._replicas = Outage(logger, "beat: the store's replicas hold the claims again")
         #: Entry -> (task id, publish time in ms) of the slot now being published.
         self._published: dict[str, tuple[str, int]] = {}
         self.overlaps = Overlaps(self._skipped)
@@ -122,22 +129,13 @@ class Dispatcher:
         self.queue.push(entry, self._due_at(entry, now))
 
     def resume(self, entry: Entry, fence: Fence | None, now: int) -> None:
-        """Plan ``entry`` from its fence; a slot this beat claimed and never sent is sent now
-        (its claim is this beat's own, so claiming it again succeeds)."""
-        if (
-            fence is not None
-            and fence.token == self._token
-            and self.owed.get(entry.name) == fence.slot
-        ):
-            entry.slot, entry.pending = fence.slot, None
-            return
+        """Plan ``entry`` from its fence (or its floor, if later)."""
         entry.start(self._parking.floor_of(entry, None if fence is None else fence.slot), now)
 
     def reset(self, fences: Mapping[str, Fence], now: int) -> None:
-        """As a new leader: plan every entry from its fence and forget what this beat owed and
-        made ahead (an owed slot is sent from its fence, see ``resume``)."""
+        """As a new leader (which handed over what it owed first): plan every entry from its
+        fence, and forget the messages made ahead."""
         self.queue.refill(self._resumed(fences, now))
-        self.owed.clear()
         self._publisher.ahead.reset()
 
     def _resumed(self, fences: Mapping[str, Fence], now: int) -> Iterator[tuple[Entry, int]]:
@@ -209,20 +207,13 @@ class Dispatcher:
         try:
             claimed = calls.call(calls.store.claim, self._token, wanted, runs, history=history)
         except Exception as exc:
-            # The claim may have been made and its reply lost: remember the slots, so that this
-            # beat, leading again, sends them (docs/design.md §10).
-            self.owed.update((name, slot) for name, (slot, _) in wanted.items())
-            for entry in batch:
-                self.requeue(entry, now)
-            logger.warning(
-                "beat: the claim of %d slot(s) was not confirmed (%s: %s); if the store made it, "
-                "this beat sends them once it confirms the claim as leader",
-                len(wanted),
-                type(exc).__name__,
-                exc,
-            )
-            self._lease.failed(exc, time.monotonic())
+            # The claim may have been made and its reply lost: the slots are owed. Leading, this
+            # beat claims them again (its own claim is recognised); otherwise it hands them over
+            # (docs/design.md §10).
+            self.owed.owe((name, slot) for name, (slot, _) in wanted.items())
+            self._unconfirmed(batch, exc, now)
             return
+        self._replicas.answered()
         mine: list[tuple[Entry, int]] = []
         for entry in batch:
             slot = cast(int, entry.slot)
@@ -234,7 +225,9 @@ class Dispatcher:
             else:
                 self.plan(entry, now, entry.advance, slot, now)
                 self.requeue(entry, now)
-        self.owed.update((entry.name, slot) for entry, slot in mine)
+        # Claimed now, so no longer owed: a slot is owed only once it is surely not going out.
+        for name in claimed:
+            self.owed.paid(name, wanted[name][0])
         if mine:
             self._settle(self.publish(mine), now)
             self._write_history()
@@ -252,6 +245,59 @@ class Dispatcher:
             return
         calls = self._calls
         calls.attempt(calls.store.record, outbox.drain())
+
+    def _unconfirmed(self, batch: list[Entry], exc: Exception, now: int) -> None:
+        """A claim whose reply did not come: retry its slots. Replicas that did not acknowledge
+        it leave the lease alone (the store answers: one line until they catch up); any other
+        failure makes this beat a standby until the store answers."""
+        if isinstance(exc, ReplicasBehind):
+            for entry in batch:
+                self.queue.push(entry, now + PUBLISH_RETRY_MS)
+            self._replicas.failed(exc, "beat: %s; retrying until they do", exc)
+            return
+        for entry in batch:
+            self.requeue(entry, now)
+        logger.warning(
+            "beat: the claim of %d slot(s) was not confirmed (%s: %s); if the store made it, "
+            "this beat sends them if it leads again, or hands them over to the leader",
+            len(batch),
+            type(exc).__name__,
+            exc,
+        )
+        self._lease.failed(exc, time.monotonic())
+
+    def send_handed(self, taken: list[tuple[str, int]], now: int) -> None:
+        """As leader, send the slots other beats (or this one) handed over: each as claimed,
+        once; one whose publish surely failed is handed over again (docs/design.md §5)."""
+        slots = []
+        for name, slot in taken:
+            entry = self._entries.get(name)
+            if entry is None or not entry.active:
+                logger.warning(
+                    "beat: not sending %s slot %s, handed over by the beat that claimed it: the "
+                    "entry no longer runs",
+                    name,
+                    slot_iso(slot),
+                )
+                continue
+            slots.append((entry, slot))
+        if not slots:
+            return
+        logger.info(
+            "beat: sending %d slot(s) handed over by the beats that claimed them", len(slots)
+        )
+        again = []
+        for entry, slot, outcome, error in self.publish(slots):
+            published = self._published.pop(entry.name, None)
+            if outcome is Outcome.SENT:
+                if published is not None:
+                    self._watch.sent(entry.name, slot, *published)
+            elif outcome is Outcome.FAILED or outcome is Outcome.UNSENT:
+                again.append((entry.name, slot))
+            else:
+                self._lost(entry, slot, outcome, error)
+        self.owed.owe(again)
+        self.owed.hand_over()
 
     def publish(self, slots: list[tuple[Entry, int]]) -> list[Settled[Entry]]:
         """Publish claimed slots, keeping the lease while the broker is waited for."""
@@ -283,33 +329,40 @@ class Dispatcher:
                 entry.total_run_count += 1
                 if published is not None:
                     self._watch.sent(entry.name, slot, *published)
-            elif outcome is Outcome.DROPPED:
-                self._watch.publish_failed()
-                logger.error(
-                    "beat: %s slot %s can never be sent, so it is dropped (%s: %s); fix the "
-                    "entry's args, kwargs or options",
-                    entry.name,
-                    slot_iso(slot),
-                    type(error).__name__,
-                    error,
-                )
             else:
-                self._watch.publish_failed()
-                failure = failure or error
-                logger.warning(
-                    "beat: %s slot %s may or may not have reached the broker (%s); it is not "
-                    "sent again (at most once per slot)",
-                    entry.name,
-                    slot_iso(slot),
-                    "cut short" if error is None else f"{type(error).__name__}: {error}",
-                )
-            self.owed.pop(entry.name, None)
+                self._lost(entry, slot, outcome, error)
+                if outcome is not Outcome.DROPPED:
+                    failure = failure or error
             self.plan(entry, now, entry.advance, slot, now)
             self.requeue(entry, now)
         sent = any(s.outcome is Outcome.SENT for s in settled)
         self._publisher.note_outcome(failure, len(back), sent)
         if back:
             self._give_back(back)
+
+    def _lost(self, entry: Entry, slot: int, outcome: Outcome, error: BaseException | None) -> None:
+        """Log a slot that is not sent and never will be: dropped (recorded so in the
+        history), or perhaps sent."""
+        if outcome is Outcome.DROPPED:
+            why = f"{type(error).__name__}: {error}"
+            self._watch.dropped(entry.name, slot, why, self._now_ms())
+            logger.error(
+                "beat: %s slot %s can never be sent, so it is dropped (%s: %s); fix the "
+                "entry's args, kwargs or options",
+                entry.name,
+                slot_iso(slot),
+                type(error).__name__,
+                error,
+            )
+            return
+        self._watch.publish_failed()
+        logger.warning(
+            "beat: %s slot %s may or may not have reached the broker (%s); it is not "
+            "sent again (at most once per slot)",
+            entry.name,
+            slot_iso(slot),
+            "cut short" if error is None else f"{type(error).__name__}: {error}",
+        )
 
     def _give_back(self, back: dict[str, int]) -> None:
         entries = self._entries
@@ -322,13 +375,12 @@ class Dispatcher:
         given = calls.attempt(calls.store.unclaim, self._token, back, runs)
         if given is FAILED:
             given = set()
-        for name in given:
-            self.owed.pop(name, None)
+        self.owed.owe((name, slot) for name, slot in back.items() if name not in given)
         kept = len(back) - len(given)
         if kept:
             logger.warning(
-                "beat: %d claimed slot(s) could not be given back (%s); this beat sends them "
-                "when it leads again, and until then they are owed",
+                "beat: %d claimed slot(s) could not be given back (%s); if this beat still "
+                "leads it sends them, and otherwise it hands them over to the leader",
                 kept,
                 ", ".join(sorted(set(back) - given)[:5]),
             )

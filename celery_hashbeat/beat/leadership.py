@@ -94,7 +94,8 @@ class Leadership:
 
     def maintain(self) -> None:
         """Renew or take the lease (opening the store first if it is not open); take over on
-        becoming leader; as a standby, read the run counts once."""
+        becoming leader; as a standby, hand over what this beat owes (docs/design.md §5) and
+        read the run counts once."""
         self._watch.entries(self._catalog.count())
         calls = self._calls
         if not calls.opened:
@@ -104,7 +105,11 @@ class Leadership:
         lease = self.lease
         if lease.maintain(calls, time.monotonic()):
             self._take_over()
-        elif self._run_counts_unread and not lease.leader and lease.answering:
+            return
+        if lease.leader or not lease.answering:
+            return
+        self._dispatcher.owed.hand_over()
+        if self._run_counts_unread:
             try:
                 fences = calls.call(calls.store.fences)
             except Exception:
@@ -126,8 +131,11 @@ class Leadership:
         entries, fanout = catalog.entries, catalog.fanout
         self._balance_shared = -1  # a new leader's assignment wins (docs/design.md §16)
         try:
+            # What this beat owes goes to the pool first: planned from the fences below, the
+            # entries move past those slots, and the pool sends them (docs/design.md §5).
+            self._dispatcher.owed.hand_over(strict=True)
             if not self.controls.known:
-                self.apply(self.controls.poll(calls.call(store.changes, self.controls.version)))
+                self.controls.poll(calls.call(store.changes, self.controls.version), self.apply)
             if fanout.every_worker:
                 roster = calls.call(store.roster)
                 if roster is not None and roster.nodes != fanout.nodes:
@@ -221,7 +229,11 @@ class Leadership:
         changes = calls.attempt(calls.store.changes, self.controls.version)
         if changes is FAILED:
             return
-        self.apply(self.controls.poll(changes))
+        self.controls.poll(changes, self.apply)
+        if self.lease.leader and self.controls.handed_waiting:
+            taken = calls.attempt(calls.store.take_handed, self._token)
+            if taken is not FAILED:
+                self._dispatcher.send_handed(taken, self._now_ms())
         if self.lease.leader and self.controls.triggers_waiting:
             self._triggers.send_waiting()
 

@@ -91,22 +91,30 @@ class Lease:
 
     def _acquire(self, calls: StoreCalls, now: float) -> bool:
         # Its own lease, taken back after an outage, is not extended by acquire: renew it at once.
+        held = now < self.held_until
         taken = calls.call(calls.store.acquire, self.token, self.ttl_ms) and (
-            now >= self.held_until or calls.call(calls.store.renew, self.token, self.ttl_ms)
+            not held or calls.call(calls.store.renew, self.token, self.ttl_ms)
         )
-        if taken:
-            self.held_until = now + self.ttl_ms / 1000
-            self.leader = True
-            self._heartbeat(calls, LEADER, now)
+        if not taken:
+            self._heartbeat(calls, STANDBY, now)
             self._answered()
-            self.due_s = now + self.renew_interval
-            self._became(LEADER, calls, "acquired the lease")
-            return True
-        self._heartbeat(calls, STANDBY, now)
+            self.due_s = now + self.standby_interval
+            self._became(STANDBY, calls, "standing by")
+            return False
+        self.held_until = now + self.ttl_ms / 1000
+        self.leader = True
+        self._heartbeat(calls, LEADER, now)
         self._answered()
-        self.due_s = now + self.standby_interval
-        self._became(STANDBY, calls, "standing by")
-        return False
+        self.due_s = now + self.renew_interval
+        if held:
+            # The lease was this beat's all along (it cannot lapse before held_until): nobody
+            # else led, so there is nothing to take over and nothing new to say.
+            self._role = LEADER
+            if self.watch is not None:
+                self.watch.leading(True, self.token)
+            return False
+        self._became(LEADER, calls, "acquired the lease")
+        return True
 
     def _heartbeat(self, calls: StoreCalls, role: str, now: float) -> None:
         if role == LEADER or now >= self._heartbeat_due:
@@ -211,6 +219,7 @@ class Lease:
         if not self.leader:
             return
         self.leader = False
+        self._role = None  # acquired again (a beat that stood aside for its broker), it says so
         if self.watch is not None:
             self.watch.leading(False, None)
         try:

@@ -251,6 +251,14 @@ class Entry(ScheduleEntry):
             and self._schedule == other._schedule
         )
 
+    def hold_schedule_of(self, other: Entry) -> None:
+        """Take ``other``'s schedule object and its slots, for a definition that leaves this
+        entry as it was (``same_as``): equal schedules need not be alike (Celery's
+        ``schedule`` compares its interval only, not an ``is_due`` gate), so the one given
+        last is the one asked."""
+        if self._schedule is not other._schedule:
+            self._schedule, self.source = other._schedule, other.source
+
     @property
     def bounds(self) -> tuple[int | None, int | None]:
         """The entry's ``start`` and ``end`` (epoch ms), or None each."""

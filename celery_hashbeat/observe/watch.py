@@ -13,7 +13,15 @@ import json
 import time
 from collections.abc import Callable
 
-from celery_hashbeat.observe.history import MISSED, SKIPPED, TRIGGER, Outbox, Record, sent_text
+from celery_hashbeat.observe.history import (
+    DROPPED,
+    MISSED,
+    SKIPPED,
+    TRIGGER,
+    Outbox,
+    Record,
+    sent_text,
+)
 from celery_hashbeat.observe.metrics import Metrics
 
 #: /livez fails once the tick loop has not turned for this long, at least (seconds).
@@ -44,6 +52,8 @@ class Watch:
         self.leader = False
         #: The lease holder as this beat last learnt it (its own token while it leads).
         self.holder: str | None = None
+        #: Why this beat's way to the broker is stuck (it gave up the lease over it), or None.
+        self.broker_stuck: str | None = None
 
     # The tick loop
 
@@ -58,7 +68,13 @@ class Watch:
         return self.monotonic() - self.last_tick
 
     def live(self) -> tuple[bool, str]:
-        """Whether the tick loop turns, and a line saying so."""
+        """Whether the tick loop turns and the broker answers, and a line saying so."""
+        stuck = self.broker_stuck
+        if stuck is not None:
+            return False, (
+                f"the way to the broker is stuck ({stuck}): this beat gave up the lease and "
+                "leads again once the broker answers; restart it if this lasts"
+            )
         age = self.since_tick()
         if age > self.stuck_after:
             return False, (
@@ -122,6 +138,11 @@ class Watch:
         self.outbox.add(entry, Record(MISSED, slot, now_ms, self.token, reason=reason, count=count))
         if self.metrics is not None:
             self.metrics.count_missed(entry, count)
+
+    def dropped(self, entry: str, slot: int, reason: str, now_ms: int) -> None:
+        """``slot`` can never be sent (``reason`` says why); it was not, and is not retried."""
+        self.outbox.add(entry, Record(DROPPED, slot, now_ms, self.token, reason=reason))
+        self.publish_failed()
 
     def publish_failed(self) -> None:
         if self.metrics is not None:

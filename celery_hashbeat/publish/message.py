@@ -79,19 +79,26 @@ def slot_arguments(entry: Entry) -> tuple[Any, dict[str, Any]]:
     return args, kwargs
 
 
-def send_slot(
-    app: Celery, producer: Any, entry: Entry, task_id: str, when: str, trigger: bool = False
-) -> Any:
-    """Publish one slot of ``entry`` with its options, as Celery's scheduler would, plus the
-    slot's task id and the hashbeat headers (a trigger's: see ``slot_headers``)."""
+def slot_options(entry: Entry, task_id: str, when: str, trigger: bool = False) -> dict[str, Any]:
+    """The ``apply_async`` options of one slot of ``entry``: the entry's own, the slot's task id
+    and the hashbeat headers (a trigger's: see ``slot_headers``)."""
     options = {key: value for key, value in entry.options.items() if key != "headers"}
     options["task_id"] = task_id
     # One attempt per message: beat retries a slot itself, and only when it surely did not reach
     # the broker (see ``publishing``); Celery's retry could send it twice.
     options.setdefault("retry", False)
+    options["headers"] = slot_headers(entry, when, trigger)
+    return options
+
+
+def send_slot(
+    app: Celery, producer: Any, entry: Entry, task_id: str, when: str, trigger: bool = False
+) -> Any:
+    """Publish one slot of ``entry`` with its options, as Celery's scheduler would, plus the
+    slot's task id and the hashbeat headers (``slot_options``)."""
+    options = slot_options(entry, task_id, when, trigger)
     args, kwargs = slot_arguments(entry)
-    headers = slot_headers(entry, when, trigger)
     task = app.tasks.get(entry.task)
     if task is not None:
-        return task.apply_async(args, kwargs, producer=producer, headers=headers, **options)
-    return app.send_task(entry.task, args, kwargs, producer=producer, headers=headers, **options)
+        return task.apply_async(args, kwargs, producer=producer, **options)
+    return app.send_task(entry.task, args, kwargs, producer=producer, **options)

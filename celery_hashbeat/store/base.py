@@ -45,6 +45,10 @@ logger = STORE
 #: The most outcomes kept per entry's history; older ones are dropped as new ones come in.
 HISTORY_CAP = 100
 
+#: How long the store keeps a claim that another beat's later claim moved past (ms): its claimer
+#: can hand the slot over (``hand_over``) if it comes back within this time (docs/design.md §5).
+HANDOVER_KEEP_MS = 3_600_000
+
 #: (entry, record) pairs, oldest first, to append to the entries' histories.
 History = Sequence[tuple[str, str]]
 
@@ -55,6 +59,11 @@ class StoreError(HashbeatError):
 
 class StoreUnavailable(StoreError):  # noqa: N818 - the protocol's published name
     """The store is unreachable or not answering: retry later (with backoff)."""
+
+
+class ReplicasBehind(StoreUnavailable):
+    """The store made a change but fewer replicas than ``hashbeat_store_min_replicas`` hold it:
+    the store answers and the lease holds, but what was changed must not be acted on yet."""
 
 
 class StoreAuthError(StoreError):
@@ -291,6 +300,21 @@ class Store(ControlRecords, abc.ABC):
         entries to the task ids whose run leases go too (where that task still holds them).
         The run count of each entry given back loses the one its claim added. Returns the
         entries given back."""
+
+    @abc.abstractmethod
+    def hand_over(self, token: str, slots: Iterable[tuple[str, int]]) -> set[tuple[str, int]]:
+        """Hand over (entry, slot) pairs that ``token`` claimed and surely did not send, for
+        whichever beat leads to send (docs/design.md §5). Needs no lease: a beat that lost its
+        lease still knows what it did not send. A slot is handed over only if the store shows
+        that ``token`` claimed it: the entry's fence is that claim, or a later claim by another
+        beat moved past it less than HANDOVER_KEEP_MS ago. The proof is used up in the same
+        step, so each claim is handed over once. Returns the pairs handed over."""
+
+    @abc.abstractmethod
+    def take_handed(self, token: str) -> list[tuple[str, int]]:
+        """Take every slot handed over, only while ``token`` holds the lease (none otherwise),
+        oldest slot first. Each is recorded as the taker's claim, so that a taker whose publish
+        surely failed can hand it over again."""
 
     @abc.abstractmethod
     def anchor(self, token: str, anchors: Mapping[str, tuple[int, str]]) -> dict[str, Fence]:

@@ -36,6 +36,8 @@ class Changes:
     full: bool
     #: How many triggers wait for the leader.
     triggers: int
+    #: How many slots handed over (``Store.hand_over``) wait for the leader.
+    handed: int = 0
 
 
 class ControlRecords(abc.ABC):

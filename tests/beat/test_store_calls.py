@@ -80,7 +80,9 @@ def test_the_scheduler_is_celerys_scheduler_with_no_mixins() -> None:
     assert Scheduler.__bases__ == (beat.Scheduler,)
 
 
-MUTATORS = frozenset({"update", "pop", "clear", "add", "discard", "setdefault", "append"})
+MUTATORS = frozenset(
+    {"update", "pop", "clear", "add", "discard", "setdefault", "append", "difference_update"}
+)
 
 
 def writers_of(name: str) -> set[str]:
@@ -112,7 +114,7 @@ def writers_of(name: str) -> set[str]:
 @pytest.mark.parametrize(
     ("state", "owner"),
     [
-        ("owed", "beat/dispatch.py"),  # claimed slots not yet sent
+        ("owed_slots", "beat/handover.py"),  # claimed slots not yet sent
         ("_published", "beat/dispatch.py"),  # slots being published
         ("_parked", "beat/parking.py"),  # paused entries off the queue
         ("_balance_shared", "beat/leadership.py"),

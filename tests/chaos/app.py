@@ -5,15 +5,19 @@ Environment: ``HASHBEAT_CHAOS_BROKER``, ``HASHBEAT_CHAOS_STORE``, ``HASHBEAT_CHA
 ``HASHBEAT_CHAOS_QUEUE``, ``HASHBEAT_CHAOS_TTL`` (seconds), ``HASHBEAT_CHAOS_CATCH_UP``,
 ``HASHBEAT_CHAOS_SCHEDULE`` (a name from ``schedule_for``), ``HASHBEAT_CHAOS_HTTP_PORT`` (serve
 /metrics and the probes there; unset: no HTTP) and, optionally,
+``HASHBEAT_CHAOS_CONFIRMS=1`` turns publisher confirms on (RabbitMQ's ``confirm_publish``), and
 ``HASHBEAT_CHAOS_PUBLISH_LOG``: a file where the beat appends ``entry, slot, publish time`` after
 every publish, for the punctuality benchmark; ``HASHBEAT_CHAOS_IDLE_THREAD=1`` starts an idle
 thread at import, as error trackers and metrics exporters do (a signal may then reach any thread).
+``HASHBEAT_CHAOS_CLOCK_FILE`` names a file holding a clock offset in seconds, read on SIGUSR2: the
+beat's wall clock steps by it (a clock a test must move is the one thing not real here).
 """
 
 from __future__ import annotations
 
 import atexit
 import os
+import signal
 import threading
 import time
 from datetime import timedelta
@@ -42,7 +46,8 @@ def chaos_schedule() -> dict[str, dict[str, Any]]:
 def schedule_for(name: str) -> dict[str, dict[str, Any]]:
     """``chaos``; ``sparse`` (one entry every five seconds); ``failover`` (chaos plus a 250 ms
     hashed interval, so a new leader always has a slot due within a quarter second); ``burst:N``
-    (N entries every second, all at once); ``spread-cron:N`` (N entries ``H * * * * *``, once a
+    (N entries every second, all at once); ``wave:N`` (N entries every 5 seconds, all at once);
+    ``spread-cron:N`` (N entries ``H * * * * *``, once a
     minute at a hashed second); ``spread-interval:N`` (N entries every 60 s at a hashed ms)."""
     kind, _, count = name.partition(":")
     if kind == "chaos":
@@ -67,9 +72,48 @@ def schedule_for(name: str) -> dict[str, dict[str, Any]]:
     if kind == "sparse":
         # One send every five seconds, and nothing between: no claim soon after a send.
         return {"sparse": {"task": TASK, "schedule": hashcron("*/5 * * * * *")}}
+    if kind == "bad-exchange":
+        # Beside a good entry, one whose messages name an exchange the broker does not have
+        # (with a routing key: a direct exchange without one is Celery's default exchange).
+        return {
+            "every-second": {"task": TASK, "schedule": hashcron("*/1 * * * * *")},
+            "bad-exchange": {
+                "task": TASK,
+                "schedule": hashcron("*/1 * * * * *"),
+                "options": {"exchange": "no-such-exchange", "routing_key": "nowhere"},
+            },
+        }
     if kind == "burst":
         return {
             f"burst-{i}": {"task": TASK, "schedule": hashcron("* * * * * *")}
+            for i in range(int(count))
+        }
+    if kind == "per-message":
+        # An option the batch's plans do not cover sends every slot through apply_async.
+        return {
+            name: {**spec, "options": {"shadow": f"shadow-{name}"}}
+            for name, spec in chaos_schedule().items()
+        }
+    if kind == "overlap":
+        # Every slot claimed with its run lease (docs/design.md §12), taking it over from the run
+        # before (no worker runs to end it): "replace" sends every slot, so the judge can ask
+        # for all of them, where "skip" would rightly drop those of a catch-up burst.
+        return {name: {**spec, "overlap": "replace"} for name, spec in chaos_schedule().items()}
+    if kind == "fan-out":
+        # One copy per named worker, each to that worker's direct queue (docs/design.md §11).
+        return {
+            "fanned": {
+                "task": TASK,
+                "schedule": hashcron("*/1 * * * * *"),
+                "workers": list(FANNED_NODES),
+            },
+            "every-second": {"task": TASK, "schedule": hashcron("*/1 * * * * *")},
+        }
+    if kind == "stored":
+        return {}  # the test stores the entries as definitions
+    if kind == "wave":
+        return {
+            f"wave-{i}": {"task": TASK, "schedule": hashcron("*/5 * * * * *")}
             for i in range(int(count))
         }
     if kind == "spread-cron":
@@ -82,6 +126,10 @@ def schedule_for(name: str) -> dict[str, dict[str, Any]]:
             f"interval-{i}": {"task": TASK, "schedule": hashinterval(60)} for i in range(int(count))
         }
     raise ValueError(f"unknown chaos schedule {name!r}")
+
+
+#: The worker nodes the ``fan-out`` schedule's entry is copied to.
+FANNED_NODES = ("celery@chaos-1", "celery@chaos-2")
 
 
 def env(name: str, default: str) -> str:
@@ -104,7 +152,10 @@ app.conf.update(
     hashbeat_catch_up=env("CATCH_UP", "all"),
     beat_schedule=schedule_for(env("SCHEDULE", "chaos")),
     hashbeat_http_port=os.environ.get("HASHBEAT_CHAOS_HTTP_PORT") or None,
+    worker_direct=True,
 )
+if env("CONFIRMS", "0") == "1":
+    app.conf.broker_transport_options = {"confirm_publish": True}
 
 
 @app.task(name=TASK)
@@ -130,3 +181,18 @@ if _publish_log_path:
 
 if os.environ.get("HASHBEAT_CHAOS_IDLE_THREAD") == "1":
     threading.Thread(target=threading.Event().wait, name="idle-like-sentry", daemon=True).start()
+
+
+_clock_file = os.environ.get("HASHBEAT_CHAOS_CLOCK_FILE")
+if _clock_file:
+    _offset_s = [0.0]
+    _real_time = time.time
+
+    def _stepped_time() -> float:
+        return _real_time() + _offset_s[0]
+
+    def _step_clock(signum: int, frame: object) -> None:
+        _offset_s[0] = float(Path(str(_clock_file)).read_text() or 0)
+
+    time.time = _stepped_time  # read by the scheduler as it starts (Scheduler.clock)
+    signal.signal(signal.SIGUSR2, _step_clock)

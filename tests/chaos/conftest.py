@@ -15,6 +15,25 @@ from tests.support.processes import ProcessGroup
 REPORTS = pytest.StashKey[dict[str, pytest.TestReport]]()
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Without ``-m matrix``, only the matrix's diagonal runs (tests/chaos/matrix.py)."""
+    if "matrix" in (config.getoption("markexpr", "") or ""):
+        return
+    from tests.chaos.matrix import diagonal  # noqa: PLC0415 - only the matrix needs it
+
+    chosen = {f"{path}-{fault}" for path, fault in diagonal()}
+    off = [
+        item
+        for item in items
+        if item.get_closest_marker("matrix") is not None
+        and isinstance(item, pytest.Function)
+        and item.callspec.id not in chosen
+    ]
+    if off:
+        config.hook.pytest_deselected(items=off)
+        items[:] = [item for item in items if item not in off]
+
+
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     report = yield

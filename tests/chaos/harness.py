@@ -18,6 +18,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from kombu import Queue
+
 from celery_hashbeat import hashcron, hashinterval, parse
 from celery_hashbeat.expr.seeding import draw
 from celery_hashbeat.expr.slots import to_ms
@@ -212,6 +214,7 @@ class Cluster:
         schedule: str = "chaos",
         env: Mapping[str, str] | None = None,
         loglevel: str = "INFO",
+        also: Sequence[Queue] = (),
     ) -> None:
         self.processes = processes
         self.loglevel = loglevel
@@ -229,7 +232,7 @@ class Cluster:
             "HASHBEAT_CHAOS_SCHEDULE": schedule,
             **(env or {}),
         }
-        self.recorder = Recorder(broker_url, queue)
+        self.recorder = Recorder(broker_url, queue, also)
         self.store = open_store(store_url, prefix)
         self.beats: list[Process] = []
         self.exits: dict[str, int | None] = {}

@@ -189,7 +189,7 @@ def publish_both_ways(
     results = []
     for way in ("batch", "apply_async"):
         if way == "apply_async":
-            beat.publisher.__dict__["sink"] = (
+            beat.publisher.__dict__["_bulk"] = (
                 None  # the per-message path, on the same publishing thread
             )
         with Recorded(receivers) as recorded:
@@ -247,7 +247,7 @@ def test_messages_made_ahead_of_their_slot_are_sent_at_it_as_apply_async_sends_t
     assert sink._ready == {}  # every message made ahead was used
     sent = {m["headers"]["hashbeat_entry"] for messages in ahead.values() for m in messages}
     assert sent == set(beat.entries) - {"celery.backend_cleanup"}  # not due at this minute
-    beat.publisher.__dict__["sink"] = None  # the same slots through apply_async, on the same thread
+    beat.publisher.__dict__["_bulk"] = None  # the same slots through apply_async, same thread
     with Recorded(("after",)) as recorded_single:
         # In the order the tick sent them: the order the entries were added in.
         beat.dispatcher.publish(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
@@ -57,12 +57,15 @@ def celery_queue(name: str) -> Queue:
 
 
 class Recorder:
-    """Drains ``queue`` on ``broker_url`` in a thread; ``deliveries()`` is what arrived so far."""
+    """Drains ``queue`` (and the queues ``also``) on ``broker_url`` in a thread; ``deliveries()``
+    is what arrived so far, and ``triggered`` the (entry, task id) of the operators' triggers."""
 
-    def __init__(self, broker_url: str, queue: str) -> None:
+    def __init__(self, broker_url: str, queue: str, also: Sequence[Queue] = ()) -> None:
         self.broker_url = broker_url
         self.queue = queue
+        self.also = tuple(also)
         self.malformed: list[str] = []
+        self.triggered: list[tuple[str, str]] = []
         self.connects = 0
         self.last_error: str | None = None
         self._deliveries: list[Delivery] = []
@@ -121,7 +124,10 @@ class Recorder:
         with Connection(self.broker_url, connect_timeout=1) as conn:
             conn.ensure_connection(max_retries=1)
             with Consumer(
-                conn, [celery_queue(self.queue)], on_message=self._on_message, no_ack=True
+                conn,
+                [celery_queue(self.queue), *self.also],
+                on_message=self._on_message,
+                no_ack=True,
             ):
                 self.connects += 1
                 self._connected.set()
@@ -134,6 +140,11 @@ class Recorder:
     def _on_message(self, message: Any) -> None:
         received = time.time()
         headers = message.headers or {}
+        if "hashbeat_trigger" in headers:
+            with self._changed:
+                self.triggered.append((str(headers.get("hashbeat_entry")), str(headers.get("id"))))
+                self._changed.notify_all()
+            return
         try:
             delivery = Delivery(
                 entry=str(headers["hashbeat_entry"]),

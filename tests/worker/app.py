@@ -27,7 +27,7 @@ EVERY_2S = "*/2 * * * * *"
 
 #: The run TTL of the scenarios: short, so that a lease lapses within the test, and shorter than
 #: the long runs, so that those live only by being renewed.
-RUNNING_TTL = 3.0
+RUNNING_TTL = float(os.environ.get("HASHBEAT_WORKERS_RUNNING_TTL", "3.0"))
 
 
 def overlap_schedule() -> dict[str, dict[str, Any]]:
@@ -87,7 +87,21 @@ def control_schedule() -> dict[str, dict[str, Any]]:
     return {"configured": {"task": "workers.run", "schedule": hashcron(EVERY_2S)}}
 
 
+def revoke_schedule() -> dict[str, dict[str, Any]]:
+    """One guarded entry every 2 s whose runs last a minute: only a revoke ends one early."""
+    return {
+        "long": {
+            "task": "workers.run",
+            "schedule": hashcron(EVERY_2S),
+            "overlap": "skip",
+            "kwargs": {"seconds": 60},
+            "catch_up": "skip",
+        }
+    }
+
+
 SCHEDULES = {
+    "revoke": revoke_schedule,
     "overlap": overlap_schedule,
     "fanout": fanout_schedule,
     "history": history_schedule,

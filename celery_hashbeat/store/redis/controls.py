@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 
+from celery_hashbeat.store import retention
 from celery_hashbeat.store.controls import DEFINITION, PAUSE, Changes, ControlRecords, check_values
 from celery_hashbeat.store.redis.connect import Connection
 from celery_hashbeat.store.redis.keys import Keys
@@ -42,7 +43,15 @@ class RedisControlRecords(ControlRecords):
             else:
                 value = values[kind]
                 args += ["del", ""] if value is None else ["set", value]
-        keys = [self._keys.version, self._keys.changes, self._keys.defs, self._keys.paused]
+        args.append(retention.GONE_TTL_MS)
+        keys = [
+            self._keys.version,
+            self._keys.changes,
+            self._keys.defs,
+            self._keys.paused,
+            self._keys.removed,
+            self._keys.changes_floor,
+        ]
         version = int(self._redis.run(self._edit, keys, args))
         return None if version < 0 else version
 
@@ -53,14 +62,16 @@ class RedisControlRecords(ControlRecords):
             self._keys.defs,
             self._keys.paused,
             self._keys.triggers,
+            self._keys.changes_floor,
+            self._keys.handed,
         ]
         reply = self._redis.run(self._read_changes, keys, [since])
-        version, full, waiting = (int(value) for value in reply[:3])
+        version, full, waiting, handed = (int(value) for value in reply[:4])
         records = {
             name: (definition or None, pause or None)
-            for name, definition, pause in _triples(reply[3:])
+            for name, definition, pause in _triples(reply[4:])
         }
-        return Changes(version, records, bool(full), waiting)
+        return Changes(version, records, bool(full), waiting, handed)
 
     def controls_of(self, name: str) -> tuple[str | None, str | None]:
         with self._redis.talking():

@@ -37,6 +37,17 @@ class Keys:
         self.version = tag + "version"
         self.changes = tag + "changes"
         self.triggers = tag + "triggers"
+        #: Slots handed over (docs/design.md §5): a sorted set of claims some beat made and
+        #: whose fence a later claim by another beat moved past, ``<slot>|<token>|<entry>``
+        #: scored by when they were recorded (server ms), kept HANDOVER_KEEP_MS; and a set of
+        #: the slots their claimers surely did not send, ``<slot>|<entry>``, for the leader.
+        self.claimed = tag + "claimed"
+        self.handed = tag + "handed"
+        #: Names whose records were all removed, a sorted set: name -> when (server ms); and a
+        #: hash whose field "version" is the newest version of a removed name's mark dropped
+        #: from ``changes`` (store/retention.py).
+        self.removed = tag + "removed"
+        self.changes_floor = tag + "changes-floor"
 
     def running(self, entry: str) -> str:
         """``entry``'s run lease."""

@@ -14,14 +14,22 @@ are Lua functions that scripts put before their own text. The scripts are text o
 registers them (Connection.script) and Redis runs them by their SHA.
 """
 
+from celery_hashbeat.store.retention import GONE_TTL_MS, HISTORY_TTL_MS
+
 # Helper, put before the scripts that carry history: record(prefix, cap, first, last) appends the
 # (entry, record) pairs ARGV[first..last] to the lists prefix .. entry, each trimmed to its newest
-# cap records.
-RECORD_HISTORY = """
+# cap records and living HISTORY_TTL_MS after its last record (store/retention.py), except a
+# history whose entry was forgotten (GONE_TTL_MS or less left): a late record does not revive it.
+RECORD_HISTORY = f"""
 local function record(prefix, cap, first, last)
   for i = first, last, 2 do
-    redis.call('LPUSH', prefix .. ARGV[i], ARGV[i + 1])
-    redis.call('LTRIM', prefix .. ARGV[i], 0, cap - 1)
+    local key = prefix .. ARGV[i]
+    local left = redis.call('PTTL', key)
+    redis.call('LPUSH', key, ARGV[i + 1])
+    redis.call('LTRIM', key, 0, cap - 1)
+    if left < 0 or left > {GONE_TTL_MS} then
+      redis.call('PEXPIRE', key, {HISTORY_TTL_MS})
+    end
   end
 end
 """
@@ -98,6 +106,7 @@ end
 # KEYS[3]     the run-lease prefix, {p}:running:
 # KEYS[4]     the history prefix, {p}:history:
 # KEYS[5]     the run counts, {p}:runs (entry -> slots claimed and not given back)
+# KEYS[6]     the claims moved past, {p}:claimed (sorted set, see keys.py)
 # ARGV[1]     the caller's token
 # ARGV[2]     the most records kept per entry (HISTORY_CAP)
 # ARGV[3]     h, how many history arguments follow
@@ -108,6 +117,7 @@ end
 #             milliseconds, mode the run guard (skip, buffer_one, replace; empty for none), ttl
 #             the run lease's time to live in milliseconds, task the guarded run's task id, fp
 #             the schedule's fingerprint
+# ARGV[5+h]   how long a claim moved past is kept, in milliseconds (HANDOVER_KEEP_MS)
 # Returns     0 if the caller does not hold the lease; else flat (entry, answer) pairs for the
 #             entries not simply claimed (few, so a large claim is cheap to read): "!" left
 #             unclaimed (its fence is at or past the slot); "-<task>" a buffer_one entry left
@@ -117,7 +127,9 @@ end
 #             later than the entry's fence, or for the very slot this token already claimed (a
 #             retry after a lost reply, counted once); the claimer and what a give-back restores
 #             are recorded in the fence, and each new claim adds one to the entry's run count;
-#             the history is recorded whatever the answer.
+#             a fence of another beat's claim that a claim moves past is kept in {p}:claimed,
+#             so that its claimer can still hand the slot over (HAND_OVER_SCRIPT); the history
+#             is recorded whatever the answer.
 CLAIM_SCRIPT = (
     PARSE_FENCE
     + RECORD_HISTORY
@@ -129,6 +141,9 @@ if redis.call('GET', KEYS[1]) ~= ARGV[1] then
 end
 local result = {}
 local packed = ARGV[start]
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', '(' .. (now - tonumber(ARGV[start + 1])))
 local at = 1
 while at <= #packed do
   local colon = string.find(packed, ':', at, true)
@@ -158,6 +173,9 @@ while at <= #packed do
       if not mine then
         local previous = ''
         if slot then previous = (token == '' and 'a' or '') .. slot end
+        if slot and token ~= '' and token ~= '-' and token ~= ARGV[1] then
+          redis.call('ZADD', KEYS[6], now, slot .. '|' .. token .. '|' .. entry)
+        end
         redis.call('HSET', KEYS[2], entry, wanted_text .. '|' .. ARGV[1] .. '|' .. previous
           .. '|' .. fingerprint)
         redis.call('HINCRBY', KEYS[5], entry, 1)
@@ -221,6 +239,64 @@ return given
 """
 )
 
+# Hands over slots that the caller claimed and surely did not send, for whichever beat leads.
+# KEYS[1]     the fences, {p}:fired
+# KEYS[2]     the claims moved past, {p}:claimed
+# KEYS[3]     the slots handed over, {p}:handed
+# ARGV[1]     the caller's token
+# ARGV[2..]   (entry, slot in epoch milliseconds) pairs
+# Returns     flat (entry, slot) pairs of the slots handed over
+# Guarantee   not lease-checked, since a beat that lost its lease still knows what it did not
+#             send; a slot is handed over only if the store shows the caller claimed it (the
+#             entry's fence, or a claim kept in {p}:claimed), and that proof is used up in the
+#             same step (the fence's claimer becomes "-"), so each claim is handed over at most
+#             once and nobody can hand over a slot another beat claimed.
+HAND_OVER_SCRIPT = (
+    PARSE_FENCE
+    + """
+local handed = {}
+for i = 2, #ARGV, 2 do
+  local entry, wanted = ARGV[i], ARGV[i + 1]
+  local slot, token, previous, fingerprint = parse(redis.call('HGET', KEYS[1], entry))
+  local proven = false
+  if slot and token == ARGV[1] and tonumber(slot) == tonumber(wanted) then
+    redis.call('HSET', KEYS[1], entry, slot .. '|-|' .. previous .. '|' .. fingerprint)
+    proven = true
+  elseif redis.call('ZREM', KEYS[2], wanted .. '|' .. ARGV[1] .. '|' .. entry) == 1 then
+    proven = true
+  end
+  if proven then
+    redis.call('SADD', KEYS[3], wanted .. '|' .. entry)
+    handed[#handed + 1] = entry
+    handed[#handed + 1] = wanted
+  end
+end
+return handed
+"""
+)
+
+# Takes every slot handed over, for the leader to send.
+# KEYS[1]     the lease, {p}:leader
+# KEYS[2]     the slots handed over, {p}:handed
+# KEYS[3]     the claims moved past, {p}:claimed
+# ARGV[1]     the caller's token
+# Returns     the slots taken, each "<slot>|<entry>" (none without the lease)
+# Guarantee   only the lease holder takes them, and taking empties the set in the same step, so
+#             each slot is taken once; each is recorded in {p}:claimed as the taker's claim, so
+#             that a taker whose publish surely failed can hand it over again.
+TAKE_HANDED_SCRIPT = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {} end
+local taken = redis.call('SMEMBERS', KEYS[2])
+redis.call('DEL', KEYS[2])
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+for _, member in ipairs(taken) do
+  local slot, entry = string.match(member, '^(%d+)|(.*)$')
+  redis.call('ZADD', KEYS[3], now, slot .. '|' .. ARGV[1] .. '|' .. entry)
+end
+return taken
+"""
+
 # Records where entries' slots start.
 # KEYS[1]     the lease, {p}:leader
 # KEYS[2]     the fences, {p}:fired
@@ -267,6 +343,24 @@ end
 for i = 2, #ARGV do
   redis.call('HDEL', KEYS[2], ARGV[i])
   redis.call('HDEL', KEYS[3], ARGV[i])
+end
+return 1
+"""
+
+# Shortens the life of forgotten entries' histories (store/retention.py).
+# KEYS[1]     the history prefix, {p}:history:
+# ARGV[1]     the life left to each, in milliseconds (GONE_TTL_MS)
+# ARGV[2..]   the entries' names
+# Returns     1
+# Guarantee   a history that exists lives at most ARGV[1] more (a later record gives it the life
+#             of any history again); none is made or lengthened here.
+RETIRE_HISTORY_SCRIPT = """
+local life = tonumber(ARGV[1])
+for i = 2, #ARGV do
+  local left = redis.call('PTTL', KEYS[1] .. ARGV[i])
+  if left == -1 or left > life then
+    redis.call('PEXPIRE', KEYS[1] .. ARGV[i], life)
+  end
 end
 return 1
 """
@@ -363,11 +457,15 @@ redis.call('SET', KEYS[2], ARGV[2])
 return 1
 """
 
-# Sets or deletes one name's stored definition and pause record (store/controls.py).
+# Sets or deletes one name's stored definition and pause record (store/controls.py), and drops
+# the marks of names removed GONE_TTL_MS or more ago (store/retention.py).
 # KEYS[1]     the version, {p}:version
 # KEYS[2]     the changes, {p}:changes (name -> the version of its last change)
 # KEYS[3]     the definitions, {p}:defs
 # KEYS[4]     the pause records, {p}:paused
+# KEYS[5]     the removed names, {p}:removed (name -> when its last record went, server ms)
+# KEYS[6]     the floor of the changes, {p}:changes-floor (a hash: "version" -> the newest
+#             version of a dropped mark)
 # ARGV[1]     the name
 # ARGV[2]     what must hold first: "present" (a definition is stored), "absent" (none is), or
 #             "" (nothing)
@@ -375,12 +473,15 @@ return 1
 # ARGV[4]     the definition to set (JSON), else ""
 # ARGV[5]     what to do to the pause record: "set", "del" or "keep"
 # ARGV[6]     the pause record to set (JSON), else ""
+# ARGV[7]     how long a removed name's mark is kept, in milliseconds (GONE_TTL_MS)
 # Returns     the new version, or -1 when what must hold did not (and nothing changed)
 # Guarantee   the check, the writes, the new version and the name's mark are one step, so a
 #             reader sees all of an edit or none of it, and an edit that requires a state never
 #             lands on another; not lease-checked, since operators edit whether or not a beat
-#             runs.
+#             runs. A mark is dropped only with the floor raised past it, so a reader from an
+#             older version reads everything (READ_CHANGES) and misses no removal.
 EDIT_CONTROLS_SCRIPT = """
+if redis.replicate_commands then redis.replicate_commands() end
 local stored = redis.call('HEXISTS', KEYS[3], ARGV[1]) == 1
 if (ARGV[2] == 'present' and not stored) or (ARGV[2] == 'absent' and stored) then
   return -1
@@ -395,6 +496,24 @@ for i, key in ipairs({KEYS[3], KEYS[4]}) do
 end
 local version = redis.call('INCR', KEYS[1])
 redis.call('ZADD', KEYS[2], version, ARGV[1])
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local present = redis.call('HEXISTS', KEYS[3], ARGV[1]) + redis.call('HEXISTS', KEYS[4], ARGV[1])
+if present == 0 then
+  redis.call('ZADD', KEYS[5], now, ARGV[1])
+else
+  redis.call('ZREM', KEYS[5], ARGV[1])
+end
+local old = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', now - tonumber(ARGV[7]))
+if #old > 0 then
+  local floor = tonumber(redis.call('HGET', KEYS[6], 'version') or '0')
+  for _, name in ipairs(old) do
+    floor = math.max(floor, tonumber(redis.call('ZSCORE', KEYS[2], name) or '0'))
+    redis.call('ZREM', KEYS[2], name)
+    redis.call('ZREM', KEYS[5], name)
+  end
+  redis.call('HSET', KEYS[6], 'version', floor)
+end
 return version
 """
 
@@ -404,19 +523,24 @@ return version
 # KEYS[3]     the definitions, {p}:defs
 # KEYS[4]     the pause records, {p}:paused
 # KEYS[5]     the triggers waiting, {p}:triggers
+# KEYS[6]     the floor of the changes, {p}:changes-floor
+# KEYS[7]     the slots handed over, {p}:handed
 # ARGV[1]     the version the caller last saw (0 for none)
-# Returns     {version, 1 if every name is listed else 0, the number of triggers waiting}, then
+# Returns     {version, 1 if every name is listed else 0, the number of triggers waiting, the
+#             number of slots handed over}, then
 #             (name, definition or "", pause record or "") for each name changed after ARGV[1];
 #             no names for a caller already at the version
 # Guarantee   one consistent read: the records are those of the version returned, so a reader
-#             that asks again from that version misses no change.
+#             that asks again from that version misses no change; a reader from before the floor
+#             (a removal's mark it never saw was dropped) gets every name.
 READ_CHANGES_SCRIPT = """
 local version = tonumber(redis.call('GET', KEYS[1]) or '0')
 local since = tonumber(ARGV[1])
-local out = {version, 0, redis.call('LLEN', KEYS[5])}
+local out = {version, 0, redis.call('LLEN', KEYS[5]), redis.call('SCARD', KEYS[7])}
 if since == version then return out end
 local low = '(' .. since
-if since == 0 or since > version then
+local floor = tonumber(redis.call('HGET', KEYS[6], 'version') or '0')
+if since == 0 or since > version or since < floor then
   out[2] = 1
   low = '-inf'
 end

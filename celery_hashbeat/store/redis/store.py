@@ -12,16 +12,18 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
+from celery_hashbeat.store import retention
 from celery_hashbeat.store.base import (
+    HANDOVER_KEEP_MS,
     HISTORY_CAP,
     BeatInfo,
     Claimed,
     Fence,
     History,
     LeaseInfo,
+    ReplicasBehind,
     RunGuard,
     Store,
-    StoreUnavailable,
 )
 from celery_hashbeat.store.options import (
     check_digest,
@@ -37,6 +39,7 @@ from celery_hashbeat.store.redis.scripts import (
     ANCHOR_SCRIPT,
     CLAIM_SCRIPT,
     FORGET_SCRIPT,
+    HAND_OVER_SCRIPT,
     HEARTBEAT_SCRIPT,
     HOLD_RUN_SCRIPT,
     RECORD_SCRIPT,
@@ -44,7 +47,9 @@ from celery_hashbeat.store.redis.scripts import (
     RELEASE_SCRIPT,
     RENEW_RUNS_SCRIPT,
     RENEW_SCRIPT,
+    RETIRE_HISTORY_SCRIPT,
     SHARE_SCRIPT,
+    TAKE_HANDED_SCRIPT,
     UNCLAIM_SCRIPT,
 )
 
@@ -86,6 +91,8 @@ class RedisStore(Store):
         self._claim = script(CLAIM_SCRIPT)
         self._unclaim = script(UNCLAIM_SCRIPT)
         self._anchor = script(ANCHOR_SCRIPT)
+        self._hand_over = script(HAND_OVER_SCRIPT)
+        self._take_handed = script(TAKE_HANDED_SCRIPT)
         self._forget = script(FORGET_SCRIPT)
         self._heartbeat = script(HEARTBEAT_SCRIPT)
         self._hold_run = script(HOLD_RUN_SCRIPT)
@@ -93,6 +100,7 @@ class RedisStore(Store):
         self._release_run = script(RELEASE_RUN_SCRIPT)
         self._share = script(SHARE_SCRIPT)
         self._record = script(RECORD_SCRIPT)
+        self._retire_history = script(RETIRE_HISTORY_SCRIPT)
 
     def acquire(self, token: str, ttl_ms: int) -> bool:
         check_ttl(ttl_ms)
@@ -144,13 +152,14 @@ class RedisStore(Store):
             name = entry.encode()
             record = f"{len(name)}:{entry}{fields}"
             records.append(f"{len(record.encode())}:{record}")
-        args.append("".join(records))
+        args += ("".join(records), HANDOVER_KEEP_MS)
         keys = [
             self._keys.leader,
             self._keys.fired,
             self._keys.running_prefix,
             self._keys.history_prefix,
             self._keys.runs,
+            self._keys.claimed,
         ]
         replication = self._redis.replication
         wanted = replication.replicas
@@ -175,7 +184,7 @@ class RedisStore(Store):
         if claimed and acked < wanted:
             # Not published: to the caller this is a claim whose reply was lost; retried, the
             # claim is recognised as its own and waited for again (docs/design.md §10).
-            raise StoreUnavailable(
+            raise ReplicasBehind(
                 f"Redis store {self.url}: a claim of {len(claimed)} slot(s) reached {acked} "
                 f"replica(s) within {replication.timeout_ms} ms, not the {wanted} that "
                 "hashbeat_store_min_replicas asks for, so a failover could lose it; its slots are "
@@ -196,6 +205,40 @@ class RedisStore(Store):
             args += (entry, int(slot), runs.get(entry, ""))
         keys = [self._keys.leader, self._keys.fired, self._keys.running_prefix, self._keys.runs]
         return set(self._redis.run(self._unclaim, keys, args))
+
+    def hand_over(self, token: str, slots: Iterable[tuple[str, int]]) -> set[tuple[str, int]]:
+        check_token(token)
+        args: list[str | int] = [token]
+        for entry, slot in slots:
+            args += (entry, int(slot))
+        if len(args) == 1:
+            return set()
+        keys = [self._keys.fired, self._keys.claimed, self._keys.handed]
+        flat = self._redis.run(self._hand_over, keys, args)
+        return {(entry, int(slot)) for entry, slot in zip(flat[::2], flat[1::2], strict=True)}
+
+    def take_handed(self, token: str) -> list[tuple[str, int]]:
+        check_token(token)
+        keys = [self._keys.leader, self._keys.handed, self._keys.claimed]
+        replication = self._redis.replication
+        with self._redis.talking():
+            if replication.replicas:
+                pipe = self._redis.node().pipeline(transaction=False)
+                self._take_handed(keys=keys, args=[token], client=pipe)
+                pipe.execute_command("WAIT", replication.replicas, replication.timeout_ms)  # type: ignore[no-untyped-call]
+                members, acked = pipe.execute()
+            else:
+                members, acked = self._redis.run(self._take_handed, keys, [token]), 0
+        taken = sorted(map(_slot_and_entry, members))
+        if taken and acked < replication.replicas:
+            # Taking them must survive a failover, or the next leader would send them too.
+            self.hand_over(token, ((entry, slot) for slot, entry in taken))
+            raise ReplicasBehind(
+                f"Redis store {self.url}: taking {len(taken)} handed-over slot(s) reached "
+                f"{acked} replica(s), not the {replication.replicas} that "
+                "hashbeat_store_min_replicas asks for; they are handed over again and not sent yet"
+            )
+        return [(entry, slot) for slot, entry in taken]
 
     def anchor(self, token: str, anchors: Mapping[str, tuple[int, str]]) -> dict[str, Fence]:
         if not anchors:
@@ -234,7 +277,15 @@ class RedisStore(Store):
         names = list(entries)
         # Run even with nothing to drop: the answer says whether the lease is held.
         keys = [self._keys.leader, self._keys.fired, self._keys.runs]
-        return bool(self._redis.run(self._forget, keys, [token, *names]))
+        forgotten = bool(self._redis.run(self._forget, keys, [token, *names]))
+        if forgotten and names:
+            self._retire(names)
+        return forgotten
+
+    def _retire(self, names: list[str]) -> None:
+        """What is kept of forgotten entries lives GONE_TTL_MS more (store/retention.py)."""
+        args: list[str | int] = [retention.GONE_TTL_MS, *names]
+        self._redis.run(self._retire_history, [self._keys.history_prefix], args)
 
     def hold_run(self, entry: str, task_id: str, ttl_ms: int) -> bool:
         check_ttl(ttl_ms)
@@ -326,3 +377,9 @@ def _flat(history: History) -> list[str]:
 def _glob(text: str) -> str:
     """``text`` with the glob characters of Redis' MATCH escaped (a prefix may hold any)."""
     return re.sub(r"([*?\[\]\\])", r"\\\1", text)
+
+
+def _slot_and_entry(member: str) -> tuple[int, str]:
+    """A handed-over slot, stored as ``<slot>|<entry>`` (a name may hold "|")."""
+    slot, _, entry = member.partition("|")
+    return int(slot), entry

@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from celery_hashbeat.store.controls import DEFINITION, PAUSE, Changes, ControlRecords, check_values
 from celery_hashbeat.store.sqlite.database import Database
+from celery_hashbeat.store.sqlite.lifetimes import floor_of, mark_removal
 
 
 class SQLiteControlRecords(ControlRecords):
@@ -32,7 +33,8 @@ class SQLiteControlRecords(ControlRecords):
     def _raise_version(self, db: sqlite3.Connection) -> int:
         version = self._version_of(db) + 1
         db.execute(
-            "INSERT OR REPLACE INTO hashbeat_control_version (prefix, version) VALUES (?, ?)",
+            "INSERT INTO hashbeat_control_version (prefix, version) VALUES (?, ?)"
+            " ON CONFLICT (prefix) DO UPDATE SET version = excluded.version",
             (self._prefix, version),
         )
         return version
@@ -68,6 +70,7 @@ class SQLiteControlRecords(ControlRecords):
                     version,
                 ),
             )
+            mark_removal(db, self._prefix, name)
             return version
 
     def changes(self, since: int) -> Changes:
@@ -76,16 +79,19 @@ class SQLiteControlRecords(ControlRecords):
             waiting = db.execute(
                 "SELECT COUNT(*) FROM hashbeat_triggers WHERE prefix = ?", (self._prefix,)
             ).fetchone()[0]
+            handed = db.execute(
+                "SELECT COUNT(*) FROM hashbeat_handed WHERE prefix = ?", (self._prefix,)
+            ).fetchone()[0]
             if since == version:
-                return Changes(version, {}, False, waiting)
-            full = since == 0 or since > version
+                return Changes(version, {}, False, waiting, handed)
+            full = since == 0 or since > version or since < floor_of(db, self._prefix)
             rows = db.execute(
                 "SELECT name, definition, pause FROM hashbeat_controls WHERE prefix = ?"
                 " AND version > ?",
                 (self._prefix, -1 if full else since),
             )
             records = {name: (definition, pause) for name, definition, pause in rows}
-        return Changes(version, records, full, waiting)
+        return Changes(version, records, full, waiting, handed)
 
     def ask(self, trigger: str) -> int:
         with self._database.transaction() as db:

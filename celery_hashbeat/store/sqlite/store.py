@@ -12,6 +12,7 @@ import sqlite3
 from collections.abc import Iterable, Mapping
 
 from celery_hashbeat.store.base import (
+    HANDOVER_KEEP_MS,
     HISTORY_CAP,
     BeatInfo,
     Claimed,
@@ -31,6 +32,12 @@ from celery_hashbeat.store.options import (
 from celery_hashbeat.store.sqlite.clock import BOOT, LIVE, lease_now_ms, wall_now_ms
 from celery_hashbeat.store.sqlite.controls import SQLiteControlRecords
 from celery_hashbeat.store.sqlite.database import Database, chunks
+from celery_hashbeat.store.sqlite.lifetimes import (
+    LAPSED,
+    purge_histories,
+    refresh_histories,
+    retire_histories,
+)
 from celery_hashbeat.store.sqlite.runs import RunLeases
 
 
@@ -151,6 +158,7 @@ class SQLiteStore(Store):
             holders = self._runs.holders(db, [entry for entry in slots if entry in runs])
             result = Claimed()
             rows = []
+            moved_past: list[tuple[str, int, str]] = []
             for entry, (slot, fingerprint) in slots.items():
                 fence = stored.get(entry)
                 mine = fence is not None and fence.slot == slot and fence.token == token
@@ -171,8 +179,73 @@ class SQLiteStore(Store):
                     previous = "" if fence is None else f"{'a' if fence.anchor else ''}{fence.slot}"
                     runs_before = 0 if fence is None else fence.runs
                     rows.append((entry, int(slot), token, previous, fingerprint, runs_before + 1))
+                    if fence is not None and fence.token not in ("", "-", token):
+                        moved_past.append((entry, fence.slot, fence.token))
             self._write(db, rows)
+            self._keep_claims(db, moved_past)
         return result
+
+    def _keep_claims(self, db: sqlite3.Connection, claims: list[tuple[str, int, str]]) -> None:
+        """Keep (entry, slot, token) claims that a later claim moved past, so that their
+        claimers can still hand them over; forget those older than HANDOVER_KEEP_MS."""
+        now = wall_now_ms()
+        db.execute(
+            "DELETE FROM hashbeat_claimed WHERE prefix = ? AND recorded_ms < ?",
+            (self._prefix, now - HANDOVER_KEEP_MS),
+        )
+        db.executemany(
+            "INSERT OR REPLACE INTO hashbeat_claimed (prefix, entry, slot, token, recorded_ms)"
+            " VALUES (?, ?, ?, ?, ?)",
+            ((self._prefix, entry, slot, token, now) for entry, slot, token in claims),
+        )
+
+    def hand_over(self, token: str, slots: Iterable[tuple[str, int]]) -> set[tuple[str, int]]:
+        check_token(token)
+        wanted = [(entry, int(slot)) for entry, slot in slots]
+        if not wanted:
+            return set()
+        handed: set[tuple[str, int]] = set()
+        with self._database.transaction() as db:
+            rows = self._rows(db, sorted({entry for entry, _ in wanted}))
+            for entry, slot in wanted:
+                fence, previous = rows.get(entry, (None, ""))
+                if fence is not None and fence.token == token and fence.slot == slot:
+                    # The proof is used up: the fence no longer names its claimer.
+                    db.execute(
+                        "UPDATE hashbeat_fired SET token = '-' WHERE prefix = ? AND entry = ?",
+                        (self._prefix, entry),
+                    )
+                    rows[entry] = (Fence(slot, "-", fence.fingerprint, fence.runs), previous)
+                else:
+                    deleted = db.execute(
+                        "DELETE FROM hashbeat_claimed WHERE prefix = ? AND entry = ? AND slot = ?"
+                        " AND token = ?",
+                        (self._prefix, entry, slot, token),
+                    )
+                    if not deleted.rowcount:
+                        continue
+                db.execute(
+                    "INSERT OR IGNORE INTO hashbeat_handed (prefix, entry, slot) VALUES (?, ?, ?)",
+                    (self._prefix, entry, slot),
+                )
+                handed.add((entry, slot))
+        return handed
+
+    def take_handed(self, token: str) -> list[tuple[str, int]]:
+        check_token(token)
+        with self._database.transaction() as db:
+            if not self._holds(db, token):
+                return []
+            taken = [
+                (entry, int(slot))
+                for entry, slot in db.execute(
+                    "SELECT entry, slot FROM hashbeat_handed WHERE prefix = ? ORDER BY slot, entry",
+                    (self._prefix,),
+                )
+            ]
+            db.execute("DELETE FROM hashbeat_handed WHERE prefix = ?", (self._prefix,))
+            self._keep_claims(db, [(entry, slot, token) for entry, slot in taken])
+        return taken
 
     def unclaim(
         self, token: str, slots: Mapping[str, int], runs: Mapping[str, str] | None = None
@@ -234,6 +307,7 @@ class SQLiteStore(Store):
                 "DELETE FROM hashbeat_fired WHERE prefix = ? AND entry = ?",
                 ((self._prefix, entry) for entry in entries),
             )
+            retire_histories(db, self._prefix, entries)
             return True
 
     def hold_run(self, entry: str, task_id: str, ttl_ms: int) -> bool:
@@ -270,6 +344,7 @@ class SQLiteStore(Store):
         """Append to the histories and trim each one written to its newest HISTORY_CAP."""
         if not history:
             return
+        purge_histories(db, self._prefix)  # a lapsed history is not written onto
         db.executemany(
             "INSERT INTO hashbeat_history (prefix, entry, record) VALUES (?, ?, ?)",
             ((self._prefix, entry, record) for entry, record in history),
@@ -283,6 +358,7 @@ class SQLiteStore(Store):
                 for entry in {entry for entry, _ in history}
             ),
         )
+        refresh_histories(db, self._prefix, (entry for entry, _ in history))
 
     def record(self, history: History) -> None:
         if not history:
@@ -296,8 +372,8 @@ class SQLiteStore(Store):
         with self._database.transaction(write=False) as db:
             rows = db.execute(
                 "SELECT record FROM hashbeat_history WHERE prefix = ? AND entry = ?"
-                " ORDER BY id DESC LIMIT ?",
-                (self._prefix, entry, limit),
+                f" AND NOT {LAPSED} ORDER BY id DESC LIMIT ?",
+                (self._prefix, entry, self._prefix, entry, wall_now_ms(), limit),
             )
             return [row[0] for row in rows]
 
@@ -305,6 +381,7 @@ class SQLiteStore(Store):
         check_ttl(ttl_ms)
         check_digest(schedule_digest)  # as Redis requires, so a digest works in either store
         with self._database.transaction() as db:
+            purge_histories(db, self._prefix)
             now = lease_now_ms()
             db.execute(
                 f"DELETE FROM hashbeat_beats WHERE prefix = ? AND NOT ({LIVE})",

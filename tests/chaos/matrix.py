@@ -1,0 +1,388 @@
+"""The fault x path matrix (docs/design.md §17): every fault against every path, one judge.
+
+A *path* is a way a slot travels from the leader to the broker (the Redis batch, the AMQP batch
+with and without publisher confirms, the per-message fallback, messages made ahead for a burst,
+run leases, per-worker copies, operators' triggers, stored definitions). A *fault* is something
+production does to a beat, its broker or its store (SIGKILL, SIGSTOP past the lease, two SIGTERMs,
+a broker that refuses, hangs or closes the channel, a store that loses a reply, hangs or loses its
+replica, a clock step). A *cell* runs two real ``celery beat`` processes on one path, strikes with
+one fault, lets the beats heal, and hands the record to the harness's judge: every (entry, slot)
+at most once, and (``catch_up="all"``) at least once except what a beat logged as "may or may
+not have reached the broker"; every trigger at most once, and at least once unless logged
+lost.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path as FilePath
+from typing import Any
+
+from celery import Celery
+from celery.utils.nodenames import worker_direct
+
+from celery_hashbeat import hashcron
+from celery_hashbeat.control.admin import ScheduleAdmin
+from celery_hashbeat.entries.fanout import sub_name
+from tests.chaos.app import FANNED_NODES, TASK, chaos_schedule, schedule_for
+from tests.chaos.harness import Cluster, token_pid
+from tests.support.processes import Process
+from tests.support.proxy import FaultProxy
+from tests.support.rabbitmq import private_vhost, unavailable
+from tests.support.redis_server import RedisProcess
+from tests.support.redis_topologies import Topology, in_sync, wait_for
+
+TTL = 3.0
+#: Two SIGTERMs must still end a beat cleanly within this (docs/design.md §10 says a second).
+STOP_BOUND = 3.0
+#: A trigger a beat logged as perhaps lost.
+TRIGGER_LOST = "may not have gone out"
+
+
+@dataclass(frozen=True)
+class Path:
+    """How the slots travel: the broker, the chaos app's schedule and settings."""
+
+    name: str
+    amqp: bool = False
+    schedule: str = "chaos"
+    env: Mapping[str, str] = field(default_factory=dict)
+    #: The entries are stored definitions (ScheduleAdmin.add), beat_schedule is empty.
+    stored: bool = False
+    #: An operator triggers an entry twice a second while the fault lasts.
+    triggered: bool = False
+
+    def expected(self) -> dict[str, dict[str, Any]]:
+        """The entries the judge expects, by the names their messages carry."""
+        if self.stored:
+            return chaos_schedule()
+        planned = schedule_for(self.schedule)
+        expected: dict[str, dict[str, Any]] = {}
+        for name, spec in planned.items():
+            for node in spec.get("workers", ()):
+                expected[sub_name(name, node)] = spec
+            if "workers" not in spec:
+                expected[name] = spec
+        return expected
+
+
+PATHS: tuple[Path, ...] = (
+    Path("redis-batch"),
+    Path("amqp-batch", amqp=True),
+    Path("amqp-confirms", amqp=True, env={"HASHBEAT_CHAOS_CONFIRMS": "1"}),
+    Path("per-message", schedule="per-message"),
+    Path("made-ahead", schedule="wave:300"),
+    Path("overlap", schedule="overlap"),
+    Path("fan-out", schedule="fan-out"),
+    Path("trigger", triggered=True),
+    Path("stored", schedule="stored", stored=True),
+)
+
+
+@dataclass
+class Cell:
+    """One path under one fault: the servers, proxies and beats it runs."""
+
+    path: Path
+    fault: str
+    redis: RedisProcess
+    make_cluster: Callable[..., Cluster]
+    stack: contextlib.ExitStack
+    workdir: FilePath
+    broker_url: str = ""
+    store_url: str = ""
+    broker_proxy: FaultProxy | None = None
+    store_proxy: FaultProxy | None = None
+    replica: Any = None
+    chaos: Cluster | None = None
+    triggers_asked: list[str] = field(default_factory=list)
+
+    @property
+    def cluster(self) -> Cluster:
+        assert self.chaos is not None
+        return self.chaos
+
+    def start(self) -> Cluster:
+        """The servers the fault needs, then two beats, until one leads steadily."""
+        path, fault = self.path, self.fault
+        self.broker_url = self.redis.url
+        broker_port = self.redis.port
+        if path.amqp:
+            self.broker_url = self.stack.enter_context(private_vhost())
+            broker_port = 5672
+        store_url = self.store_url = self.redis.url
+        if fault == "replica-down":
+            store_url = self.store_url = self._replicated_store()
+        env = {**path.env, "HASHBEAT_CHAOS_CLOCK_FILE": str(self.clock_file)}
+        if fault.startswith("broker-") and fault != "broker-channel-error":
+            self.broker_proxy = self.stack.enter_context(FaultProxy(broker_port))
+            env["HASHBEAT_CHAOS_BROKER"] = self._through(self.broker_proxy)
+        if fault in ("store-lost-reply", "store-hang"):
+            self.store_proxy = self.stack.enter_context(FaultProxy(self.redis.port))
+            env["HASHBEAT_CHAOS_STORE"] = self.store_proxy.url("socket_timeout=0.5")
+        if path.stored:
+            with self.admin() as admin:
+                for name, spec in chaos_schedule().items():
+                    admin.add(name, TASK, spec["schedule"], allow_unregistered_task=True)
+        chaos = self.make_cluster(
+            broker_url=self.broker_url,
+            store_url=store_url,
+            prefix=self.prefix,
+            queue="matrix",
+            ttl=TTL,
+            catch_up="all",
+            schedule=path.schedule,
+            env=env,
+            also=[worker_direct(node) for node in FANNED_NODES],
+        )
+        chaos.schedule = path.expected()
+        self.chaos = chaos.start(beats=2)
+        return self.chaos
+
+    @property
+    def clock_file(self) -> FilePath:
+        return self.workdir / "clock-offset"
+
+    @property
+    def prefix(self) -> str:
+        return f"matrix-{self.path.name}"
+
+    @contextlib.contextmanager
+    def admin(self) -> Iterator[ScheduleAdmin]:
+        """An operator's ScheduleAdmin on the cell's store, as the chaos app is configured."""
+        app = Celery("matrix-operator", broker=self.broker_url)
+        app.conf.update(
+            hashbeat_store_url=self.store_url,
+            hashbeat_key_prefix=self.prefix,
+            task_default_queue="matrix",
+            task_default_exchange="matrix",
+            task_default_routing_key="matrix",
+        )
+        admin = ScheduleAdmin(app)
+        try:
+            yield admin
+        finally:
+            admin.close()
+
+    def _through(self, proxy: FaultProxy) -> str:
+        """The broker URL, with the proxy's port."""
+        if self.path.amqp:
+            vhost = self.broker_url.rpartition("/")[2]
+            return f"amqp://guest:guest@127.0.0.1:{proxy.port}/{vhost}"
+        return proxy.url()
+
+    def _replicated_store(self) -> str:
+        """A master with one replica; claims wait for it (min_replicas=1)."""
+        topology = Topology()
+        self.stack.callback(topology.stop)
+        master = topology.server("master")
+        self.replica = topology.server("replica", "--replicaof", "127.0.0.1", str(master.port))
+        wait_for(lambda: in_sync(master, self.replica), 10, "the replica in sync")
+        return f"redis://127.0.0.1:{master.port}/0?min_replicas=1&min_replicas_timeout=0.3"
+
+    # Judging ---------------------------------------------------------------------------------
+
+    def problems(self) -> list[str]:
+        """The harness's judgement, and the triggers': none twice, none lost unless logged."""
+        chaos = self.cluster
+        found = chaos.problems()
+        delivered = [task_id for _, task_id in chaos.recorder.triggered]
+        twice = sorted({t for t in delivered if delivered.count(t) > 1})
+        found += [f"trigger {task_id} enqueued twice" for task_id in twice]
+        logged = "".join(
+            p.log.read_text(errors="replace") for p in chaos.processes.started if p.log.exists()
+        )
+        lost = {line for line in logged.splitlines() if TRIGGER_LOST in line}
+        found += [
+            f"trigger {task_id} asked and never enqueued, nor logged as perhaps lost"
+            for task_id in self.triggers_asked
+            if task_id not in delivered and not any(task_id in line for line in lost)
+        ]
+        return found
+
+
+@contextlib.contextmanager
+def triggering(cell: Cell, every_s: float = 0.5) -> Iterator[None]:
+    """While the body runs, trigger ``every-second`` every ``every_s`` through the store."""
+    if not cell.path.triggered:
+        yield
+        return
+    stop = threading.Event()
+    with cell.admin() as admin:
+
+        def ask() -> None:
+            while not stop.wait(every_s):
+                with contextlib.suppress(Exception):
+                    cell.triggers_asked.append(admin.trigger("every-second"))
+
+        thread = threading.Thread(target=ask, name="matrix-trigger", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join(10)
+
+
+# Faults ---------------------------------------------------------------------------------------
+
+
+def _leader(cell: Cell) -> Process:
+    return cell.cluster.steady()
+
+
+def sigkill(cell: Cell) -> None:
+    """The leader killed between ticks (a kill mid-claim loses its slots by design, §10)."""
+    leader = _leader(cell)
+    cell.cluster.quiet_moment()
+    leader.kill()
+    cell.cluster.note(f"SIGKILL {leader.name}")
+    cell.cluster.gone(leader)
+    time.sleep(TTL + 1.5)
+
+
+def sigstop(cell: Cell) -> None:
+    """The leader frozen past its lease, then thawed."""
+    leader = _leader(cell)
+    cell.cluster.quiet_moment()
+    leader.pause()
+    cell.cluster.note(f"SIGSTOP {leader.name}")
+    time.sleep(TTL + 1.5)
+    leader.resume()
+    cell.cluster.note(f"SIGCONT {leader.name}")
+
+
+def sigterm_twice(cell: Cell) -> None:
+    """Two SIGTERMs back to back: a clean exit that still gives the lease up."""
+    leader = _leader(cell)
+    leader.send(signal.SIGTERM)
+    leader.send(signal.SIGTERM)
+    code = leader.wait(STOP_BOUND + 3)
+    cell.cluster.note(f"two SIGTERMs: {leader.name} exited {code}")
+    assert code == 0, f"{leader.name} exited {code} after two SIGTERMs"
+    holder = cell.cluster.leader_token()
+    assert holder is None or token_pid(holder) != leader.pid, "two SIGTERMs kept the lease"
+    cell.cluster.gone(leader)
+    time.sleep(2)
+
+
+def _outage(proxy: FaultProxy | None, strike: Callable[[FaultProxy], None], seconds: float) -> None:
+    assert proxy is not None
+    strike(proxy)
+    time.sleep(seconds)
+    proxy.pass_through()
+
+
+def broker_refuse(cell: Cell) -> None:
+    _outage(cell.broker_proxy, FaultProxy.refuse, 3)
+
+
+def broker_hang(cell: Cell) -> None:
+    """Past the publish bound (max(TTL, 5 s)), so a hung publish is left behind."""
+    _outage(cell.broker_proxy, FaultProxy.hang, 6)
+
+
+def broker_channel_error(cell: Cell) -> None:
+    """An entry whose messages the broker refuses (an exchange it does not have) for a while."""
+    with cell.admin() as admin:
+        admin.add(
+            "bad-exchange",
+            TASK,
+            hashcron("*/1 * * * * *"),
+            options={"exchange": "no-such-exchange", "routing_key": "nowhere"},
+            allow_unregistered_task=True,
+        )
+        time.sleep(4)
+        admin.remove("bad-exchange")
+
+
+def store_lost_reply(cell: Cell) -> None:
+    assert cell.store_proxy is not None
+    cell.store_proxy.swallow(1.0)
+    time.sleep(3)
+
+
+def store_hang(cell: Cell) -> None:
+    _outage(cell.store_proxy, FaultProxy.hang, TTL + 1)
+
+
+def replica_down(cell: Cell) -> None:
+    cell.replica.pause()
+    time.sleep(3)
+    cell.replica.resume()
+
+
+def clock_step(cell: Cell) -> None:
+    """Every beat's wall clock steps back 10 s for 3 s, forward 5 s for 1 s, then is right."""
+    for offset, hold in (("-10", 3.0), ("5", 1.0), ("0", 0.0)):
+        cell.clock_file.write_text(offset)
+        for beat in cell.cluster.beats:
+            beat.send(signal.SIGUSR2)
+        cell.cluster.note(f"clock offset {offset} s")
+        time.sleep(hold)
+
+
+FAULTS: dict[str, Callable[[Cell], None]] = {
+    "sigkill": sigkill,
+    "sigstop": sigstop,
+    "sigterm-twice": sigterm_twice,
+    "broker-refuse": broker_refuse,
+    "broker-hang": broker_hang,
+    "broker-channel-error": broker_channel_error,
+    "store-lost-reply": store_lost_reply,
+    "store-hang": store_hang,
+    "replica-down": replica_down,
+    "clock-step": clock_step,
+}
+
+
+def applies(path: Path, fault: str) -> str | None:
+    """Why ``fault`` does not apply to ``path`` (None when it does)."""
+    if fault == "broker-channel-error" and not path.amqp:
+        return "only AMQP has channels a broker closes"
+    if path.amqp and (reason := unavailable()):
+        return reason
+    return None
+
+
+def cells() -> list[tuple[Path, str]]:
+    return [(path, fault) for path in PATHS for fault in FAULTS if applies(path, fault) is None]
+
+
+def diagonal() -> set[tuple[str, str]]:
+    """The cells run by default: every path once and every fault at least once, each path given
+    a fault no other path took where one applies (the rest run under ``-m matrix``)."""
+    unused = list(FAULTS)
+    chosen: set[tuple[str, str]] = set()
+    for path in PATHS:
+        fitting = [f for f in [*unused, *FAULTS] if applies(path, f) is None]
+        if fitting:
+            chosen.add((path.name, fitting[0]))
+            if fitting[0] in unused:
+                unused.remove(fitting[0])
+    for fault in unused:
+        path = next((p for p in PATHS if applies(p, fault) is None), None)
+        if path is not None:
+            chosen.add((path.name, fault))
+    return chosen
+
+
+def run(cell: Cell) -> list[str]:
+    """Start, strike, heal, stop; the judge's findings."""
+    chaos = cell.start()
+    chaos.steady(timeout=40)
+    with triggering(cell):
+        FAULTS[cell.fault](cell)
+        chaos.steady(timeout=40)
+        time.sleep(1)
+    time.sleep(1.5)
+    assert all(beat.alive for beat in chaos.beats), "a beat exited on its own over a fault"
+    survivors = [beat.name for beat in chaos.beats]
+    codes = chaos.stop(timeout=10)
+    assert codes == dict.fromkeys(survivors, 0), f"beats did not all exit 0 on SIGTERM: {codes}"
+    return cell.problems()
