@@ -43,14 +43,18 @@ def _iso(ms: int) -> str:
     return to_datetime(ms).isoformat(timespec="seconds")
 
 
-def once_state(source: Slots, fence_slot: int | None, next_slots: list[int]) -> str | None:
-    """What the views say of a one-shot: done (sent, or not sent by its catch-up rules), or
-    None while it is still to come (and for any other schedule)."""
+def once_state(
+    source: Slots, fence_slot: int | None, next_slots: list[int], paused: bool = False
+) -> str | None:
+    """What the views say of a one-shot: done (sent, or not sent by its catch-up rules), paused,
+    or to come; None for any other schedule."""
     if not isinstance(source, OnceSlots):
         return None
     when = _iso(source.instant)
     if fence_slot == source.instant:
         return f"done: sent its one slot, {when}"
+    if paused:
+        return f"paused: its one slot is {when}; resumed, its catch-up rules say if it is sent"
     if not next_slots:
         return f"done: its one slot, {when}, was not sent (missed; its catch-up left it out)"
     return f"to come, at {when}"
