@@ -317,19 +317,26 @@ ONE_DAY_S = 86400.0
 
 def when_of(when: datetime | str) -> datetime:
     """An ``at`` instant, checked: aware, from a datetime or ISO 8601 text."""
-    if isinstance(when, str):
+    shown = when if isinstance(when, str) else getattr(when, "isoformat", lambda: when)()
+    return aware_datetime(when, f"at({shown!r})")
+
+
+def aware_datetime(value: object, name: str) -> datetime:
+    """``value`` (an aware datetime, or ISO 8601 text with an offset) as a datetime; ``name``
+    says where it was given, in the message of a ValueError."""
+    if isinstance(value, str):
         try:
-            when = datetime.fromisoformat(when.strip())
+            value = datetime.fromisoformat(value.strip())
         except ValueError:
             raise ValueError(
-                f"at({when!r}): write an ISO 8601 date and time with its offset, such as "
-                f"2026-12-01T09:00:00+01:00"
+                f"{name} must be an ISO 8601 date and time with its offset, such as "
+                f"2026-12-01T06:00:00+00:00, not {value!r}"
             ) from None
-    if not isinstance(when, datetime):
-        raise ValueError(f"at() takes an aware datetime or ISO 8601 text, not {when!r}")
-    if when.tzinfo is None or when.utcoffset() is None:
+    if not isinstance(value, datetime):
+        raise ValueError(f"{name} must be an aware datetime, not {type(value).__name__}")
+    if value.tzinfo is None or value.utcoffset() is None:
         raise ValueError(
-            f"at({when.isoformat()!r}) has no time zone: give one (an offset such as +01:00, or "
-            f"tzinfo=ZoneInfo('Europe/Berlin')), so that every beat reads the same instant"
+            f"{name} is {value.isoformat()} with no time zone: give it one (an offset such as "
+            f"+00:00, or tzinfo=ZoneInfo(...)), so that every beat reads the same instant"
         )
-    return when
+    return value

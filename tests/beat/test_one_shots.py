@@ -103,7 +103,7 @@ def test_a_standby_taking_over_after_the_one_shot_does_not_send_it_again(
 
 
 def test_a_one_shot_needs_a_zone() -> None:
-    with pytest.raises(ValueError, match="no time zone: give one"):
+    with pytest.raises(ValueError, match="no time zone: give it one"):
         at("2030-01-01T09:00:00")
     with pytest.raises(ValueError, match="no time zone"):
         at(datetime(2030, 1, 1, 9))
