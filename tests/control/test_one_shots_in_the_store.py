@@ -5,45 +5,17 @@ In-process beats on the real Redis (store and broker) and a clock the test moves
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterator
 from datetime import datetime, timezone
 
 import pytest
 from celery import Celery
 
 from celery_hashbeat import Scheduler, at
-from celery_hashbeat.control import polling as control
 from celery_hashbeat.control.admin import AdminError, ScheduleAdmin
 from celery_hashbeat.entries.oneshot import DONE_RETENTION_MS
 from celery_hashbeat.expr.slots import to_datetime
-from tests.support.beat_fixtures import START, Broker, Clock, Make, drain, iso, run_for
-
-POLL_S = 0.01
-
-
-@pytest.fixture(autouse=True)
-def poll_every_tick(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(control, "POLL_S", POLL_S)
-
-
-def report(*args: object, **kwargs: object) -> None:
-    """The task the stored one-shots run."""
-
-
-@pytest.fixture
-def admin(app: Celery, clock: Clock) -> Iterator[ScheduleAdmin]:
-    app.task(name="shop.report")(report)
-    made = ScheduleAdmin(app)
-    made.clock = clock
-    yield made
-    made.close()
-
-
-def read(*beats: Scheduler) -> None:
-    time.sleep(POLL_S * 1.5)
-    for beat in beats:
-        drain(beat)
+from tests.control.fixtures import read
+from tests.support.beat_fixtures import START, Broker, Clock, Make, iso, run_for
 
 
 def later(clock: Clock, seconds: float, *beats: Scheduler) -> None:
