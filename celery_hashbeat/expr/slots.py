@@ -20,6 +20,9 @@ from celery_hashbeat.expr.errors import NoFireTimeError
 from celery_hashbeat.expr.zones import DAY as DAY_S
 from celery_hashbeat.expr.zones import EPOCH_ORDINAL, zone_for
 
+#: A day of a fixed offset, in milliseconds.
+DAY_MS = DAY_S * 1000
+
 UTC = timezone.utc
 
 #: How many slots a catch-up walks forward from the last one sent before it searches back from
@@ -228,8 +231,24 @@ class CalendarSlots(Slots):
     def day_of(self, ms: int) -> int:
         """The local day (an ordinal) of instant ``ms``; remembers its bounds and whether its
         slots stand as they are."""
-        if self._low <= ms < self._high:
+        high = self._high
+        if self._low <= ms < high:
             return self._day
+        if high <= ms < high + DAY_MS and high + DAY_MS <= self._span[1] * 1000:
+            # The next day, inside the same offset's span (a daily schedule's usual question).
+            day = self._day + 1
+            low, high = high, high + DAY_MS
+        else:
+            day, low, high = self._compute_day(ms)
+        excluded, step = self._excluded, self._step
+        plain = not excluded(day) and not (step and excluded(day - step))
+        self._low, self._high, self._day, self._plain = low, high, day, plain
+        # The fast path's lower bound: the day's start if its slots stand, else nothing passes.
+        self._fast = low if plain else high
+        return day
+
+    def _compute_day(self, ms: int) -> tuple[int, int, int]:
+        """The local day of ``ms`` and its bounds (ms) inside the offset's span."""
         seconds = ms // 1000
         first, last, offset = self._span
         if not first <= seconds < last:
@@ -240,12 +259,7 @@ class CalendarSlots(Slots):
         # Inside one offset's span, every instant of [midnight, midnight + a day) is this day.
         low = (midnight if midnight > first else first) * 1000
         high = (midnight + DAY_S if midnight + DAY_S < last else last) * 1000
-        excluded, step = self._excluded, self._step
-        plain = not excluded(day) and not (step and excluded(day - step))
-        self._low, self._high, self._day, self._plain = low, high, day, plain
-        # The fast path's lower bound: the day's start if its slots stand, else nothing passes.
-        self._fast = low if plain else high
-        return day
+        return day, low, high
 
     def _load_span(self, seconds: int) -> tuple[int, int, int]:
         """The span of one UTC offset around ``seconds`` (epoch s), as (start, end, offset)."""
