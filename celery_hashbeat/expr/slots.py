@@ -203,6 +203,7 @@ class CalendarSlots(Slots):
         "_low",
         "_plain",
         "_span",
+        "_span_end",
         "_step",
         "_zone",
         "asks_is_due",
@@ -223,6 +224,7 @@ class CalendarSlots(Slots):
         self._low, self._high, self._day, self._plain, self._fast = 0, 0, 0, False, 0
         #: The UTC offset's span around the instant asked last: (start s, end s, offset s).
         self._span = (0, 0, 0)
+        self._span_end = 0
         self._landing: tuple[int, list[int]] = (0, [])
 
     def consents(self, slot: int, last: int) -> bool:
@@ -234,7 +236,7 @@ class CalendarSlots(Slots):
         high = self._high
         if self._low <= ms < high:
             return self._day
-        if high <= ms < high + DAY_MS and high + DAY_MS <= self._span[1] * 1000:
+        if high <= ms < high + DAY_MS and high + DAY_MS <= self._span_end:
             # The next day, inside the same offset's span (a daily schedule's usual question).
             day = self._day + 1
             low, high = high, high + DAY_MS
@@ -269,6 +271,7 @@ class CalendarSlots(Slots):
         else:
             segment = zone.segment(seconds)
             self._span = (segment.start, segment.end, segment.offset)
+        self._span_end = self._span[1] * 1000
         return self._span
 
     def day_start(self, day: int) -> int:
@@ -287,8 +290,18 @@ class CalendarSlots(Slots):
 
     def next_after(self, ms: int) -> int:
         slot = self.inner.next_after(ms)
-        if self._fast <= (ms if self._step > 0 else slot) and slot < self._high:
+        high = self._high
+        if slot < high and self._fast <= (ms if self._step > 0 else slot):
             return slot  # the usual answer: a slot on the day asked last, which stands as it is
+        if not self._step and high <= slot < high + DAY_MS and high + DAY_MS <= self._span_end:
+            # Skipping, and the slot is on the next day (a daily schedule's usual answer).
+            day = self._day + 1
+            self._low, self._high, self._day = high, high + DAY_MS, day
+            if not self._excluded(day):
+                self._plain, self._fast = True, high
+                return slot
+            self._plain, self._fast = False, high + DAY_MS
+            return self._skipped_after(slot, day, ms)
         day = self.day_of(slot)
         if self._plain and (self._step <= 0 or self._before_is_plain(ms)):
             return slot
