@@ -11,6 +11,7 @@ another.
 from __future__ import annotations
 
 import abc
+from bisect import bisect_right
 from collections import deque
 from datetime import date, datetime, time, timedelta, timezone, tzinfo
 
@@ -302,18 +303,21 @@ class CalendarSlots(Slots):
                 return slot
             self._plain, self._fast = False, high + DAY_MS
             return self._skipped_after(slot, day, ms)
+        before = self._day if self._low <= ms < self._high else None  # the day of ms, if known
         day = self.day_of(slot)
-        if self._plain and (self._step <= 0 or self._before_is_plain(ms)):
+        if self._plain and (self._step <= 0 or self._before_is_plain(ms, before)):
             return slot
         if self._step == 0:
             return self._skipped_after(slot, day, ms)
         return self._moved_after(ms, self._step)
 
-    def _before_is_plain(self, ms: int) -> bool:
+    def _before_is_plain(self, ms: int, known: int | None) -> bool:
         """Whether no slot moved forward can land between ``ms`` and the next inner slot: the
-        day of ``ms`` and the day before it are open (later days up to the slot have no
-        slots, or the slot's own day says)."""
-        day, excluded = self._ms_day(ms), self.calendar.excluded
+        day of ``ms`` (``known``, or found) and the day before it are open, or the slots moved
+        onto it are all past (later days up to the slot have no slots, or the slot's own day
+        says)."""
+        day = known if known is not None else self._ms_day(ms)
+        excluded = self._excluded
         if excluded(day):
             return False
         if not excluded(day - 1):
@@ -343,9 +347,10 @@ class CalendarSlots(Slots):
         first = day
         while day - first <= HORIZON_DAYS:
             if calendar.excluded(day - step):
-                for slot in self.landing(day):
-                    if slot > ms:
-                        return slot
+                landing = self.landing(day)
+                at = bisect_right(landing, ms)
+                if at < len(landing):
+                    return landing[at]
                 following = self.inner.next_after(max(ms, self.day_start(day + 1) - 1))
             else:  # nothing moves onto this day: its own next slot, if it has one
                 following = self.inner.next_after(max(ms, self.day_start(day) - 1))
