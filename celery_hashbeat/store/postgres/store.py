@@ -1,0 +1,423 @@
+"""The PostgreSQL store: the protocol (store/base.py) in tables of one database.
+
+Its parts, each in its own module of store/postgres/: the URL and the driver (connect.py), the
+connection and its transactions (connection.py), the tables (schema.py), run leases (runs.py), the
+runtime controls (controls.py). This module speaks the protocol over them: the lease, fenced
+claims, hand-overs, shared documents, history and heartbeats.
+
+Each change that must not interleave with another (the lease, claims, give-backs, anchors,
+hand-overs) is one transaction that first locks the prefix's one lease row (``FOR UPDATE``):
+changes of one prefix queue there, as SQLite's write lock queues them, and the lease is checked
+under that lock. Time comes from the database server (``clock_timestamp()``), never from the
+beats, whose clocks may disagree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from celery_hashbeat.store.base import (
+    HANDOVER_KEEP_MS,
+    HISTORY_CAP,
+    BeatInfo,
+    Claimed,
+    Fence,
+    History,
+    LeaseInfo,
+    RunGuard,
+    Store,
+)
+from celery_hashbeat.store.options import (
+    check_digest,
+    check_guard,
+    check_prefix,
+    check_token,
+    check_ttl,
+)
+from celery_hashbeat.store.postgres.connect import target
+from celery_hashbeat.store.postgres.connection import Database
+from celery_hashbeat.store.postgres.controls import PostgresControlRecords
+from celery_hashbeat.store.postgres.runs import RunLeases
+from celery_hashbeat.store.postgres.schema import Tables
+
+#: ``clock_timestamp()`` plus %s milliseconds.
+LATER = "clock_timestamp() + %s * interval '1 millisecond'"
+#: The server's wall clock in epoch milliseconds, for people to read.
+NOW_MS = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
+
+#: A fence row: entry, slot, token, previous, fingerprint, runs.
+Row = tuple[str, int, str, str, str, int]
+
+
+class PostgresStore(Store):
+    """The coordination protocol in PostgreSQL.
+
+    Options (keywords or ``hashbeat_store_options``; libpq's own go in the URL's query):
+    ``timeout`` (alias ``socket_timeout``), the seconds a statement, a lock wait or an unanswering
+    server may take before StoreUnavailable (default 3); ``socket_connect_timeout``, the same for
+    connecting. ``min_replicas`` is refused (connect.py says why).
+    """
+
+    def __init__(self, url: str, prefix: str = "hashbeat", **options: object) -> None:
+        self._tables = t = Tables(check_prefix(prefix))
+        self._database = Database(target(url, options), t)
+        self._runs = RunLeases(self._database, t)
+        super().__init__(self._database.url, PostgresControlRecords(self._database, t, self._holds))
+
+    # The lease row ---------------------------------------------------------------------------
+
+    def _holder(self, cur: Any, lock: bool = True) -> tuple[str, int] | None:
+        """The live lease's token and its time left (ms), or None; ``lock`` queues this
+        transaction behind every other change of the prefix."""
+        cur.execute(
+            "SELECT token, ceil(extract(epoch FROM expires_at - clock_timestamp()) * 1000)::bigint"
+            f" FROM {self._tables.lease}" + (" FOR UPDATE" if lock else "")
+        )
+        row = cur.fetchone()
+        if row is None or not row[0] or row[1] is None or row[1] <= 0:
+            return None
+        return str(row[0]), int(row[1])
+
+    def _holds(self, cur: Any, token: str) -> bool:
+        holder = self._holder(cur)
+        return holder is not None and holder[0] == token
+
+    def _set_lease(self, cur: Any, token: str, ttl_ms: int) -> None:
+        cur.execute(
+            f"UPDATE {self._tables.lease} SET token = %s, expires_at = {LATER}", (token, ttl_ms)
+        )
+
+    def acquire(self, token: str, ttl_ms: int) -> bool:
+        check_ttl(ttl_ms)
+        check_token(token)
+        with self._database.transaction() as cur:
+            holder = self._holder(cur)
+            if holder is not None:
+                return holder[0] == token
+            self._set_lease(cur, token, ttl_ms)
+            return True
+
+    def renew(self, token: str, ttl_ms: int, history: History = ()) -> bool:
+        check_ttl(ttl_ms)
+        with self._database.transaction() as cur:
+            self._record(cur, history)
+            if not self._holds(cur, token):
+                return False
+            self._set_lease(cur, token, ttl_ms)
+            return True
+
+    def release(self, token: str) -> bool:
+        with self._database.transaction() as cur:
+            if not self._holds(cur, token):
+                return False
+            cur.execute(f"UPDATE {self._tables.lease} SET token = '', expires_at = 'epoch'")
+            cur.execute(f"DELETE FROM {self._tables.beats} WHERE token = %s", (token,))
+            return True
+
+    def leader(self) -> LeaseInfo | None:
+        with self._database.transaction() as cur:
+            holder = self._holder(cur, lock=False)
+        return None if holder is None else LeaseInfo(*holder)
+
+    # Fences ----------------------------------------------------------------------------------
+
+    def _rows(self, cur: Any, entries: list[str] | None) -> dict[str, tuple[Fence, str]]:
+        """The readable fences of ``entries`` (all when None) with their ``previous``, rows
+        given back as the text the Redis store keeps, so one parser reads both."""
+        columns = (
+            f"SELECT entry, slot, token, previous, fingerprint, runs FROM {self._tables.fired}"
+        )
+        if entries is None:
+            cur.execute(columns)
+        else:
+            cur.execute(f"{columns} WHERE entry = ANY(%s)", (entries,))
+        rows = cur.fetchall()
+        counts = {row[0]: int(row[5]) for row in rows if row[5]}
+        stored = ((row[0], "|".join(map(str, row[1:5]))) for row in rows)
+        return self._parse_stored(stored, counts)
+
+    def _stored(self, cur: Any, entries: list[str] | None) -> dict[str, Fence]:
+        return {entry: fence for entry, (fence, _) in self._rows(cur, entries).items()}
+
+    def _write(self, cur: Any, rows: list[Row]) -> None:
+        """Write whole fence rows, in one statement however many."""
+        if not rows:
+            return
+        cur.execute(
+            f"INSERT INTO {self._tables.fired} (entry, slot, token, previous, fingerprint, runs)"
+            " SELECT * FROM unnest(%s::text[], %s::bigint[], %s::text[], %s::text[], %s::text[],"
+            " %s::bigint[]) ON CONFLICT (entry) DO UPDATE SET slot = excluded.slot,"
+            " token = excluded.token, previous = excluded.previous,"
+            " fingerprint = excluded.fingerprint, runs = excluded.runs",
+            [list(column) for column in zip(*rows, strict=True)],
+        )
+
+    def claim(
+        self,
+        token: str,
+        slots: Mapping[str, tuple[int, str]],
+        runs: Mapping[str, RunGuard] | None = None,
+        history: History = (),
+    ) -> Claimed:
+        check_token(token)
+        runs = runs or {}
+        for each in runs.values():
+            check_guard(each)
+        if not slots:
+            self.record(history)
+            return Claimed()
+        with self._database.transaction() as cur:
+            self._record(cur, history)
+            if not self._holds(cur, token):
+                return Claimed()
+            stored = self._stored(cur, list(slots))
+            guarded = [entry for entry in slots if entry in runs]
+            holders = self._runs.holders(cur, guarded) if guarded else {}
+            result = Claimed()
+            rows: list[Row] = []
+            moved_past: list[tuple[str, int, str]] = []
+            for entry, (slot, fingerprint) in slots.items():
+                fence = stored.get(entry)
+                mine = fence is not None and fence.slot == slot and fence.token == token
+                if not (mine or fence is None or slot > fence.slot):
+                    continue
+                guard = runs.get(entry)
+                holder = "" if guard is None else holders.get(entry, "")
+                if guard is not None and holder == guard.task_id:
+                    holder = ""
+                if guard is not None and (not holder or guard.mode == "replace"):
+                    self._runs.grant(cur, entry, guard.task_id, guard.ttl_ms)
+                if holder:
+                    result.held[entry] = holder
+                    if guard is not None and guard.mode == "buffer_one":
+                        continue
+                result.add(entry)
+                if not mine:
+                    previous = "" if fence is None else f"{'a' if fence.anchor else ''}{fence.slot}"
+                    runs_before = 0 if fence is None else fence.runs
+                    rows.append((entry, int(slot), token, previous, fingerprint, runs_before + 1))
+                    if fence is not None and fence.token not in ("", "-", token):
+                        moved_past.append((entry, fence.slot, fence.token))
+            self._write(cur, rows)
+            self._keep_claims(cur, moved_past)
+        return result
+
+    def _keep_claims(self, cur: Any, claims: list[tuple[str, int, str]]) -> None:
+        """Keep (entry, slot, token) claims that a later claim moved past, so that their
+        claimers can still hand them over; forget those older than HANDOVER_KEEP_MS."""
+        if not claims:
+            return
+        claimed = self._tables.claimed
+        cur.execute(
+            f"DELETE FROM {claimed} WHERE recorded_at < clock_timestamp() - %s * interval"
+            " '1 millisecond'",
+            (HANDOVER_KEEP_MS,),
+        )
+        entries, slots, tokens = (list(column) for column in zip(*claims, strict=True))
+        cur.execute(
+            f"INSERT INTO {claimed} (entry, slot, token, recorded_at) SELECT e, s, t,"
+            " clock_timestamp() FROM unnest(%s::text[], %s::bigint[], %s::text[]) AS c (e, s, t)"
+            " ON CONFLICT (entry, slot, token) DO UPDATE SET recorded_at = excluded.recorded_at",
+            (entries, slots, tokens),
+        )
+
+    def hand_over(self, token: str, slots: Iterable[tuple[str, int]]) -> set[tuple[str, int]]:
+        check_token(token)
+        wanted = [(entry, int(slot)) for entry, slot in slots]
+        if not wanted:
+            return set()
+        handed: set[tuple[str, int]] = set()
+        t = self._tables
+        with self._database.transaction() as cur:
+            self._holder(cur)  # no lease needed, but claims must not interleave
+            rows = self._rows(cur, sorted({entry for entry, _ in wanted}))
+            for entry, slot in wanted:
+                fence, previous = rows.get(entry, (None, ""))
+                if fence is not None and fence.token == token and fence.slot == slot:
+                    # The proof is used up: the fence no longer names its claimer.
+                    cur.execute(f"UPDATE {t.fired} SET token = '-' WHERE entry = %s", (entry,))
+                    rows[entry] = (Fence(slot, "-", fence.fingerprint, fence.runs), previous)
+                else:
+                    cur.execute(
+                        f"DELETE FROM {t.claimed} WHERE entry = %s AND slot = %s AND token = %s"
+                        f" AND recorded_at >= clock_timestamp() - %s * interval '1 millisecond'",
+                        (entry, slot, token, HANDOVER_KEEP_MS),
+                    )
+                    if not cur.rowcount:
+                        continue
+                cur.execute(
+                    f"INSERT INTO {t.handed} (entry, slot) VALUES (%s, %s) ON CONFLICT DO NOTHING",
+                    (entry, slot),
+                )
+                handed.add((entry, slot))
+        return handed
+
+    def take_handed(self, token: str) -> list[tuple[str, int]]:
+        check_token(token)
+        with self._database.transaction() as cur:
+            if not self._holds(cur, token):
+                return []
+            cur.execute(f"DELETE FROM {self._tables.handed} RETURNING entry, slot")
+            taken = sorted(
+                ((entry, int(slot)) for entry, slot in cur.fetchall()),
+                key=lambda pair: (pair[1], pair[0]),
+            )
+            self._keep_claims(cur, [(entry, slot, token) for entry, slot in taken])
+        return taken
+
+    def unclaim(
+        self, token: str, slots: Mapping[str, int], runs: Mapping[str, str] | None = None
+    ) -> set[str]:
+        if not slots:
+            return set()
+        with self._database.transaction() as cur:
+            if not self._holds(cur, token):
+                return set()
+            for entry, task_id in (runs or {}).items():
+                if entry in slots:
+                    self._runs.drop(cur, entry, task_id)
+            given: set[str] = set()
+            restored: list[Row] = []
+            for entry, (fence, previous) in self._rows(cur, list(slots)).items():
+                if fence.token != token or fence.slot != slots[entry]:
+                    continue
+                given.add(entry)
+                if previous:
+                    anchor = previous.startswith("a")
+                    slot = int(previous.removeprefix("a"))
+                    fingerprint = fence.fingerprint or ""
+                    count = max(fence.runs - 1, 0)
+                    restored.append((entry, slot, "" if anchor else "-", "", fingerprint, count))
+            if given:
+                cur.execute(
+                    f"DELETE FROM {self._tables.fired} WHERE entry = ANY(%s)", (list(given),)
+                )
+            self._write(cur, restored)
+        return given
+
+    def anchor(self, token: str, anchors: Mapping[str, tuple[int, str]]) -> dict[str, Fence]:
+        if not anchors:
+            return {}
+        with self._database.transaction() as cur:
+            if not self._holds(cur, token):
+                return {}
+            stored = self._stored(cur, list(anchors))
+            rows: list[Row] = []
+            for entry, (instant, fingerprint) in anchors.items():
+                fence = stored.get(entry)
+                if fence is None or fence.fingerprint not in (None, fingerprint):
+                    count = 0 if fence is None else fence.runs
+                    stored[entry] = Fence(int(instant), "", fingerprint, count)
+                    rows.append((entry, int(instant), "", "", fingerprint, count))
+            self._write(cur, rows)
+        return {entry: stored[entry] for entry in anchors}
+
+    def fences(self, entries: Iterable[str] | None = None) -> dict[str, Fence]:
+        with self._database.transaction() as cur:
+            return self._stored(cur, None if entries is None else list(entries))
+
+    def forget(self, token: str, entries: Iterable[str]) -> bool:
+        entries = list(entries)
+        with self._database.transaction() as cur:
+            if not self._holds(cur, token):
+                return False
+            cur.execute(f"DELETE FROM {self._tables.fired} WHERE entry = ANY(%s)", (entries,))
+            return True
+
+    # Run leases ------------------------------------------------------------------------------
+
+    def hold_run(self, entry: str, task_id: str, ttl_ms: int) -> bool:
+        return self._runs.hold_run(entry, task_id, ttl_ms)
+
+    def renew_runs(self, runs: Mapping[str, str], ttl_ms: int) -> set[str]:
+        return self._runs.renew_runs(runs, ttl_ms)
+
+    def release_run(self, entry: str, task_id: str) -> bool:
+        return self._runs.release_run(entry, task_id)
+
+    def running(self, entries: Iterable[str] | None = None) -> dict[str, str]:
+        return self._runs.running(entries)
+
+    # Shared documents, history, heartbeats ---------------------------------------------------
+
+    def shared(self, name: str) -> str | None:
+        with self._database.transaction() as cur:
+            cur.execute(f"SELECT value FROM {self._tables.shared} WHERE name = %s", (name,))
+            row = cur.fetchone()
+        return None if row is None else str(row[0])
+
+    def share(self, token: str, name: str, value: str) -> bool:
+        with self._database.transaction() as cur:
+            if not self._holds(cur, token):
+                return False
+            cur.execute(
+                f"INSERT INTO {self._tables.shared} (name, value) VALUES (%s, %s)"
+                " ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+                (name, value),
+            )
+            return True
+
+    def _record(self, cur: Any, history: History) -> None:
+        """Append to the histories and trim each one written to its newest HISTORY_CAP."""
+        if not history:
+            return
+        h = self._tables.history
+        entries = [entry for entry, _ in history]
+        cur.execute(
+            f"INSERT INTO {h} (entry, record) SELECT e, r FROM unnest(%s::text[], %s::text[])"
+            " WITH ORDINALITY AS given (e, r, n) ORDER BY n",
+            (entries, [record for _, record in history]),
+        )
+        cur.execute(
+            f"DELETE FROM {h} USING (SELECT e, (SELECT id FROM {h} WHERE entry = e ORDER BY id"
+            f" DESC OFFSET %s LIMIT 1) AS cut FROM unnest(%s::text[]) AS given (e)) AS trim"
+            f" WHERE {h}.entry = trim.e AND {h}.id <= trim.cut",
+            (HISTORY_CAP, sorted(set(entries))),
+        )
+
+    def record(self, history: History) -> None:
+        if not history:
+            return
+        with self._database.transaction() as cur:
+            self._record(cur, history)
+
+    def history(self, entry: str, limit: int = HISTORY_CAP) -> list[str]:
+        if limit <= 0:
+            return []
+        with self._database.transaction() as cur:
+            cur.execute(
+                f"SELECT record FROM {self._tables.history} WHERE entry = %s"
+                " ORDER BY id DESC LIMIT %s",
+                (entry, limit),
+            )
+            return [row[0] for row in cur.fetchall()]
+
+    def heartbeat(self, token: str, role: str, ttl_ms: int, schedule_digest: str = "") -> None:
+        check_ttl(ttl_ms)
+        check_digest(schedule_digest)  # as Redis requires, so a digest works in every store
+        beats = self._tables.beats
+        with self._database.transaction() as cur:
+            cur.execute(f"DELETE FROM {beats} WHERE expires_at <= clock_timestamp()")
+            cur.execute(
+                f"INSERT INTO {beats} (token, role, last_seen_ms, expires_at, digest)"
+                f" VALUES (%s, %s, {NOW_MS}, {LATER}, %s) ON CONFLICT (token) DO UPDATE SET"
+                " role = excluded.role, last_seen_ms = excluded.last_seen_ms,"
+                " expires_at = excluded.expires_at, digest = excluded.digest",
+                (token, role, ttl_ms, schedule_digest),
+            )
+
+    def beats(self) -> list[BeatInfo]:
+        with self._database.transaction() as cur:
+            cur.execute(
+                f"SELECT token, last_seen_ms, role, digest FROM {self._tables.beats}"
+                " WHERE expires_at > clock_timestamp() ORDER BY last_seen_ms DESC, token"
+            )
+            return [BeatInfo(token, int(seen), role, digest) for token, seen, role, digest in cur]
+
+    def ping(self) -> None:
+        with self._database.transaction() as cur:
+            cur.execute("SELECT 1")
+
+    def close(self) -> None:
+        self._database.close()
