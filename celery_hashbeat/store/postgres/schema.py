@@ -7,14 +7,14 @@ apps share one database and a prefix is dropped by dropping its tables. The ``<p
 older schema up to this one, step by step (``UPGRADES``), inside one transaction that holds a
 transaction-level advisory lock, so that beats starting together do not race (a session lock
 would not survive PgBouncer's transaction pooling). A schema newer than this release knows is
-refused: an older release must not write into tables it does not understand.
+refused (StoreError): an older release must not write into tables it does not understand.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from celery_hashbeat.store.base import StoreConfigError
+from celery_hashbeat.store.base import StoreConfigError, StoreError
 
 SCHEMA_VERSION = 1
 
@@ -123,7 +123,8 @@ def prepare(cur: Any, t: Tables) -> None:
         found = cur.fetchone()
         version = SCHEMA_VERSION if found is None else int(found[0])
         if version > SCHEMA_VERSION:
-            raise StoreConfigError(
+            # StoreError, not StoreConfigError: found at run time, logged as one line, retried.
+            raise StoreError(
                 f"the PostgreSQL tables of prefix {t.prefix!r} have schema version {version}, "
                 f"newer than this release's {SCHEMA_VERSION}: upgrade celery-hashbeat on every "
                 "beat, worker and tool that uses them"
