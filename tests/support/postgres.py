@@ -194,3 +194,54 @@ def postgres_url(postgres_server: PostgresServer) -> Iterator[str]:
     name = postgres_server.create_database()
     yield postgres_server.url(name)
     postgres_server.drop_database(name)
+
+
+def pgbouncer_binary() -> str | None:
+    return shutil.which("pgbouncer") or next(
+        (path for path in ("/usr/sbin/pgbouncer", "/usr/bin/pgbouncer") if Path(path).exists()),
+        None,
+    )
+
+
+class PgBouncer:
+    """A PgBouncer of the test's own in front of ``server``, in transaction pooling with one
+    server connection per database and user: every client's transactions share it, as a busy
+    production pool would, so a store that kept any session state would be found out."""
+
+    def __init__(self, server: PostgresServer, binary: str) -> None:
+        self.server = server
+        self.port = free_port()
+        root = server.root / f"pgbouncer-{self.port}"
+        root.mkdir()
+        (root / "users.txt").write_text(f'"{ROLE}" "{PASSWORD}"\n')
+        config = root / "pgbouncer.ini"
+        config.write_text(
+            f"[databases]\n* = host={server.host} port={server.port}\n"
+            f"[pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = {self.port}\n"
+            f"unix_socket_dir =\nauth_type = scram-sha-256\nauth_file = {root / 'users.txt'}\n"
+            "pool_mode = transaction\ndefault_pool_size = 1\nmax_client_conn = 50\n"
+            f"logfile = {root / 'pgbouncer.log'}\n"
+        )
+        if os.geteuid() == 0:
+            entry = pwd.getpwnam("nobody")
+            for path in (root, root / "users.txt", config):
+                os.chown(path, entry.pw_uid, entry.pw_gid)
+        self._process = subprocess.Popen(
+            [binary, str(config)],
+            user="nobody" if os.geteuid() == 0 else None,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        self.log = root / "pgbouncer.log"
+        deadline = time.monotonic() + 10
+        while "process up" not in (self.log.read_text() if self.log.exists() else ""):
+            if self._process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"pgbouncer did not start: {self.log.read_text()}")
+            time.sleep(0.05)
+
+    def url(self, database: str) -> str:
+        return f"postgresql://{ROLE}:{PASSWORD}@127.0.0.1:{self.port}/{database}"
+
+    def close(self) -> None:
+        self._process.terminate()
+        self._process.wait(10)
