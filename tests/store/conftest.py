@@ -90,7 +90,7 @@ def write_raw(backend: Backend, store: Store) -> Callable[[str, str], None]:
 def write_postgres(backend: Backend, entry: str, fields: list[str], value: str) -> None:
     """A fence written over the PostgreSQL columns; a value whose slot is not a number cannot
     be stored in the bigint column, so the test that writes one is skipped on PostgreSQL."""
-    import psycopg
+    import psycopg  # noqa: PLC0415 - the other stores' tests run without psycopg
 
     columns = fields if len(fields) == 4 else [value, "-", "", ""]
     if not columns[0].isdigit():

@@ -27,6 +27,11 @@ def database_of(url: str) -> str:
     return url.rpartition("/")[2]
 
 
+def through(proxy: FaultProxy, server: PostgresServer, url: str) -> str:
+    """``url`` by way of the fault proxy in front of ``server``."""
+    return url.replace(f":{server.port}/", f":{proxy.port}/")
+
+
 def test_a_wrong_password_is_one_line_that_hides_it_and_names_the_fix(postgres_url: str) -> None:
     store = open_store(postgres_url.replace(PASSWORD, "not-the-password-42"), "p")
     with pytest.raises(StoreAuthError) as refused:
@@ -159,8 +164,7 @@ def test_a_lost_commit_reply_is_unavailable_and_the_retry_recognises_the_claim(
     postgres_server: PostgresServer, postgres_url: str
 ) -> None:
     with FaultProxy(postgres_server.port) as proxy:
-        through = postgres_url.replace(f":{postgres_server.port}/", f":{proxy.port}/")
-        store = open_store(through, "p", timeout=1)
+        store = open_store(through(proxy, postgres_server, postgres_url), "p", timeout=1)
         assert store.acquire("a", 60_000)
         proxy.swallow_reply_to(b"COMMIT", 60)
         with pytest.raises(StoreUnavailable, match="is not answering"):
@@ -180,8 +184,7 @@ def test_a_hung_server_is_cut_off_as_unavailable_and_answers_once_back(
     postgres_server: PostgresServer, postgres_url: str
 ) -> None:
     with FaultProxy(postgres_server.port) as proxy:
-        through = postgres_url.replace(f":{postgres_server.port}/", f":{proxy.port}/")
-        store = open_store(through, "p", timeout=1)
+        store = open_store(through(proxy, postgres_server, postgres_url), "p", timeout=1)
         assert store.acquire("a", 60_000)
         proxy.hang()
         with pytest.raises(StoreUnavailable):

@@ -12,7 +12,6 @@ installed, the tests that need one are skipped with the reason (``.ci/run`` inst
 from __future__ import annotations
 
 import contextlib
-import glob
 import os
 import pwd
 import shutil
@@ -30,9 +29,9 @@ from tests.support.redis_server import free_port
 
 #: The role the stores under test log in as, and its password.
 ROLE = "hashbeat"
-PASSWORD = "s3cret-pw"  # noqa: S105 - a throwaway test server's
+PASSWORD = "s3cret-pw"
 SUPERUSER = "postgres"
-SUPERPASSWORD = "super-pw"  # noqa: S105
+SUPERPASSWORD = "super-pw"
 
 
 def postgres_bin() -> Path | None:
@@ -41,10 +40,10 @@ def postgres_bin() -> Path | None:
     if found and shutil.which("initdb"):
         return Path(found).parent
     versions = sorted(
-        glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"),
-        key=lambda path: int(Path(path).parts[-3]) if Path(path).parts[-3].isdigit() else 0,
+        Path("/usr/lib/postgresql").glob("*/bin/pg_ctl"),
+        key=lambda path: int(path.parts[-3]) if path.parts[-3].isdigit() else 0,
     )
-    return Path(versions[-1]).parent if versions else None
+    return versions[-1].parent if versions else None
 
 
 def missing_reason() -> str | None:

@@ -74,8 +74,7 @@ def statements(t: Tables) -> list[str]:
         # (store.py): the lease holder and when the lease ends, on the server's clock.
         f"CREATE TABLE IF NOT EXISTS {t.lease} (one boolean PRIMARY KEY DEFAULT true"
         " CHECK (one), token text NOT NULL, expires_at timestamptz NOT NULL)",
-        f"INSERT INTO {t.lease} (token, expires_at) VALUES ('', 'epoch')"
-        " ON CONFLICT DO NOTHING",
+        f"INSERT INTO {t.lease} (token, expires_at) VALUES ('', 'epoch') ON CONFLICT DO NOTHING",
         # The fences (store/base.py): one row per entry, its fields as columns.
         f"CREATE TABLE IF NOT EXISTS {t.fired} (entry text PRIMARY KEY, slot bigint NOT NULL,"
         " token text NOT NULL DEFAULT '-', previous text NOT NULL DEFAULT '',"

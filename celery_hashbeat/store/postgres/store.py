@@ -28,6 +28,7 @@ from celery_hashbeat.store.base import (
     RunGuard,
     Store,
 )
+from celery_hashbeat.store.fencing import Row, plan_anchors, plan_claim, plan_give_back
 from celery_hashbeat.store.options import (
     check_digest,
     check_guard,
@@ -45,9 +46,6 @@ from celery_hashbeat.store.postgres.schema import Tables
 LATER = "clock_timestamp() + %s * interval '1 millisecond'"
 #: The server's wall clock in epoch milliseconds, for people to read.
 NOW_MS = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
-
-#: A fence row: entry, slot, token, previous, fingerprint, runs.
-Row = tuple[str, int, str, str, str, int]
 
 
 class PostgresStore(Store):
@@ -174,34 +172,12 @@ class PostgresStore(Store):
             stored = self._stored(cur, list(slots))
             guarded = [entry for entry in slots if entry in runs]
             holders = self._runs.holders(cur, guarded) if guarded else {}
-            result = Claimed()
-            rows: list[Row] = []
-            moved_past: list[tuple[str, int, str]] = []
-            for entry, (slot, fingerprint) in slots.items():
-                fence = stored.get(entry)
-                mine = fence is not None and fence.slot == slot and fence.token == token
-                if not (mine or fence is None or slot > fence.slot):
-                    continue
-                guard = runs.get(entry)
-                holder = "" if guard is None else holders.get(entry, "")
-                if guard is not None and holder == guard.task_id:
-                    holder = ""
-                if guard is not None and (not holder or guard.mode == "replace"):
-                    self._runs.grant(cur, entry, guard.task_id, guard.ttl_ms)
-                if holder:
-                    result.held[entry] = holder
-                    if guard is not None and guard.mode == "buffer_one":
-                        continue
-                result.add(entry)
-                if not mine:
-                    previous = "" if fence is None else f"{'a' if fence.anchor else ''}{fence.slot}"
-                    runs_before = 0 if fence is None else fence.runs
-                    rows.append((entry, int(slot), token, previous, fingerprint, runs_before + 1))
-                    if fence is not None and fence.token not in ("", "-", token):
-                        moved_past.append((entry, fence.slot, fence.token))
-            self._write(cur, rows)
-            self._keep_claims(cur, moved_past)
-        return result
+            plan = plan_claim(token, slots, runs, stored, holders)
+            for entry, guard in plan.grants:
+                self._runs.grant(cur, entry, guard.task_id, guard.ttl_ms)
+            self._write(cur, plan.rows)
+            self._keep_claims(cur, plan.moved_past)
+        return plan.claimed
 
     def _keep_claims(self, cur: Any, claims: list[tuple[str, int, str]]) -> None:
         """Keep (entry, slot, token) claims that a later claim moved past, so that their
@@ -277,18 +253,7 @@ class PostgresStore(Store):
             for entry, task_id in (runs or {}).items():
                 if entry in slots:
                     self._runs.drop(cur, entry, task_id)
-            given: set[str] = set()
-            restored: list[Row] = []
-            for entry, (fence, previous) in self._rows(cur, list(slots)).items():
-                if fence.token != token or fence.slot != slots[entry]:
-                    continue
-                given.add(entry)
-                if previous:
-                    anchor = previous.startswith("a")
-                    slot = int(previous.removeprefix("a"))
-                    fingerprint = fence.fingerprint or ""
-                    count = max(fence.runs - 1, 0)
-                    restored.append((entry, slot, "" if anchor else "-", "", fingerprint, count))
+            given, restored = plan_give_back(token, slots, self._rows(cur, list(slots)))
             if given:
                 cur.execute(
                     f"DELETE FROM {self._tables.fired} WHERE entry = ANY(%s)", (list(given),)
@@ -302,16 +267,9 @@ class PostgresStore(Store):
         with self._database.transaction() as cur:
             if not self._holds(cur, token):
                 return {}
-            stored = self._stored(cur, list(anchors))
-            rows: list[Row] = []
-            for entry, (instant, fingerprint) in anchors.items():
-                fence = stored.get(entry)
-                if fence is None or fence.fingerprint not in (None, fingerprint):
-                    count = 0 if fence is None else fence.runs
-                    stored[entry] = Fence(int(instant), "", fingerprint, count)
-                    rows.append((entry, int(instant), "", "", fingerprint, count))
+            fences, rows = plan_anchors(anchors, self._stored(cur, list(anchors)))
             self._write(cur, rows)
-        return {entry: stored[entry] for entry in anchors}
+        return fences
 
     def fences(self, entries: Iterable[str] | None = None) -> dict[str, Fence]:
         with self._database.transaction() as cur:

@@ -22,6 +22,7 @@ from celery_hashbeat.store.base import (
     RunGuard,
     Store,
 )
+from celery_hashbeat.store.fencing import Row, plan_anchors, plan_claim, plan_give_back
 from celery_hashbeat.store.options import (
     check_digest,
     check_guard,
@@ -80,9 +81,7 @@ class SQLiteStore(Store):
         stored = ((row[0], "|".join(map(str, row[1:5]))) for row in rows)
         return self._parse_stored(stored, counts)
 
-    def _write(
-        self, db: sqlite3.Connection, rows: Iterable[tuple[str, int, str, str, str, int]]
-    ) -> None:
+    def _write(self, db: sqlite3.Connection, rows: Iterable[Row]) -> None:
         db.executemany(
             "INSERT OR REPLACE INTO hashbeat_fired (prefix, entry, slot, token, previous,"
             " fingerprint, runs) VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -150,34 +149,12 @@ class SQLiteStore(Store):
                 return Claimed()
             stored = self._stored(db, list(slots))
             holders = self._runs.holders(db, [entry for entry in slots if entry in runs])
-            result = Claimed()
-            rows = []
-            moved_past: list[tuple[str, int, str]] = []
-            for entry, (slot, fingerprint) in slots.items():
-                fence = stored.get(entry)
-                mine = fence is not None and fence.slot == slot and fence.token == token
-                if not (mine or fence is None or slot > fence.slot):
-                    continue
-                guard = runs.get(entry)
-                holder = "" if guard is None else holders.get(entry, "")
-                if guard is not None and holder == guard.task_id:
-                    holder = ""
-                if guard is not None and (not holder or guard.mode == "replace"):
-                    self._runs.grant(db, entry, guard.task_id, guard.ttl_ms)
-                if holder:
-                    result.held[entry] = holder
-                    if guard is not None and guard.mode == "buffer_one":
-                        continue
-                result.add(entry)
-                if not mine:
-                    previous = "" if fence is None else f"{'a' if fence.anchor else ''}{fence.slot}"
-                    runs_before = 0 if fence is None else fence.runs
-                    rows.append((entry, int(slot), token, previous, fingerprint, runs_before + 1))
-                    if fence is not None and fence.token not in ("", "-", token):
-                        moved_past.append((entry, fence.slot, fence.token))
-            self._write(db, rows)
-            self._keep_claims(db, moved_past)
-        return result
+            plan = plan_claim(token, slots, runs, stored, holders)
+            for entry, guard in plan.grants:
+                self._runs.grant(db, entry, guard.task_id, guard.ttl_ms)
+            self._write(db, plan.rows)
+            self._keep_claims(db, plan.moved_past)
+        return plan.claimed
 
     def _keep_claims(self, db: sqlite3.Connection, claims: list[tuple[str, int, str]]) -> None:
         """Keep (entry, slot, token) claims that a later claim moved past, so that their
@@ -252,18 +229,7 @@ class SQLiteStore(Store):
             for entry, task_id in (runs or {}).items():
                 if entry in slots:
                     self._runs.drop(db, entry, task_id)
-            given: set[str] = set()
-            restored = []
-            for entry, (fence, previous) in self._rows(db, list(slots)).items():
-                if fence.token != token or fence.slot != slots[entry]:
-                    continue
-                given.add(entry)
-                if previous:
-                    anchor = previous.startswith("a")
-                    slot = int(previous.removeprefix("a"))
-                    fingerprint = fence.fingerprint or ""
-                    count = max(fence.runs - 1, 0)
-                    restored.append((entry, slot, "" if anchor else "-", "", fingerprint, count))
+            given, restored = plan_give_back(token, slots, self._rows(db, list(slots)))
             db.executemany(
                 "DELETE FROM hashbeat_fired WHERE prefix = ? AND entry = ?",
                 ((self._prefix, entry) for entry in given),
@@ -277,16 +243,9 @@ class SQLiteStore(Store):
         with self._database.transaction() as db:
             if not self._holds(db, token):
                 return {}
-            stored = self._stored(db, list(anchors))
-            rows = []
-            for entry, (instant, fingerprint) in anchors.items():
-                fence = stored.get(entry)
-                if fence is None or fence.fingerprint not in (None, fingerprint):
-                    count = 0 if fence is None else fence.runs
-                    stored[entry] = Fence(int(instant), "", fingerprint, count)
-                    rows.append((entry, int(instant), "", "", fingerprint, count))
+            fences, rows = plan_anchors(anchors, self._stored(db, list(anchors)))
             self._write(db, rows)
-        return {entry: stored[entry] for entry in anchors}
+        return fences
 
     def fences(self, entries: Iterable[str] | None = None) -> dict[str, Fence]:
         with self._database.transaction(write=False) as db:
