@@ -5,7 +5,8 @@ The store holds everything the beats share: the leader lease, the last slot clai
 knows nothing of Celery or of the scheduler: it deals in tokens, entry names, slots (UTC epoch
 milliseconds) and schedule fingerprints (short opaque text). Each method that changes shared state
 checks the caller's lease and does it atomically (one Lua script in Redis, one ``BEGIN IMMEDIATE``
-in SQLite, one transaction that locks the lease row in PostgreSQL). A stored value that does not parse is logged once and treated as absent.
+in SQLite, one transaction that locks the lease row in PostgreSQL). A stored value that does not
+parse is logged once and treated as absent.
 
 A fence is stored as ``<slot>|<token>|<previous>|<fingerprint>``:
 
