@@ -102,3 +102,21 @@ def plan_anchors(
             rows.append((entry, int(instant), "", "", fingerprint, count))
         fences[entry] = fence
     return fences, rows
+
+
+def plan_hand_over(
+    token: str, wanted: list[tuple[str, int]], stored: Mapping[str, Fence]
+) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
+    """How each (entry, slot) that ``token`` hands over is proved: the pairs whose entry's fence
+    is that very claim (the store clears the fence's claimer, using the proof up), and the rest,
+    which only a kept claim (moved past by another beat's) can prove."""
+    by_fence: list[tuple[str, int]] = []
+    by_kept: list[tuple[str, int]] = []
+    for entry, slot in wanted:
+        fence = stored.get(entry)
+        if fence is not None and fence.token == token and fence.slot == slot:
+            by_fence.append((entry, slot))
+            stored = {**stored, entry: Fence(slot, "-", fence.fingerprint, fence.runs)}
+        else:
+            by_kept.append((entry, slot))
+    return by_fence, by_kept

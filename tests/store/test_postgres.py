@@ -236,9 +236,7 @@ def test_the_hot_path_finds_rows_by_index_among_many_entries(
     log = Path(postgres_server.root) / "log"
     start = log.stat().st_size
     store = open_store(postgres_url, "p")
-    assert store.claim("a", {"entry-7": (2000, "f")}, history=[("entry-7", "sent")]) == {
-        "entry-7"
-    }
+    assert store.claim("a", {"entry-7": (2000, "f")}, history=[("entry-7", "sent")]) == {"entry-7"}
     assert store.fences(["entry-8"])["entry-8"].slot == 1000
     assert store.history("entry-7", 5)[0] == "sent"
     assert store.hand_over("b", [("entry-9", 1000)]) == set()

@@ -28,7 +28,13 @@ from celery_hashbeat.store.base import (
     RunGuard,
     Store,
 )
-from celery_hashbeat.store.fencing import Row, plan_anchors, plan_claim, plan_give_back
+from celery_hashbeat.store.fencing import (
+    Row,
+    plan_anchors,
+    plan_claim,
+    plan_give_back,
+    plan_hand_over,
+)
 from celery_hashbeat.store.options import (
     check_digest,
     check_guard,
@@ -203,30 +209,31 @@ class PostgresStore(Store):
         wanted = [(entry, int(slot)) for entry, slot in slots]
         if not wanted:
             return set()
-        handed: set[tuple[str, int]] = set()
         t = self._tables
         with self._database.transaction() as cur:
             self._holder(cur)  # no lease needed, but claims must not interleave
-            rows = self._rows(cur, sorted({entry for entry, _ in wanted}))
-            for entry, slot in wanted:
-                fence, previous = rows.get(entry, (None, ""))
-                if fence is not None and fence.token == token and fence.slot == slot:
-                    # The proof is used up: the fence no longer names its claimer.
-                    cur.execute(f"UPDATE {t.fired} SET token = '-' WHERE entry = %s", (entry,))
-                    rows[entry] = (Fence(slot, "-", fence.fingerprint, fence.runs), previous)
-                else:
-                    cur.execute(
-                        f"DELETE FROM {t.claimed} WHERE entry = %s AND slot = %s AND token = %s"
-                        f" AND recorded_at >= clock_timestamp() - %s * interval '1 millisecond'",
-                        (entry, slot, token, HANDOVER_KEEP_MS),
-                    )
-                    if not cur.rowcount:
-                        continue
+            stored = self._stored(cur, sorted({entry for entry, _ in wanted}))
+            by_fence, by_kept = plan_hand_over(token, wanted, stored)
+            handed = set(by_fence)
+            if by_fence:
+                # The proof is used up: the fence no longer names its claimer.
+                entries = [entry for entry, _ in by_fence]
+                cur.execute(f"UPDATE {t.fired} SET token = '-' WHERE entry = ANY(%s)", (entries,))
+            for entry, slot in by_kept:
                 cur.execute(
-                    f"INSERT INTO {t.handed} (entry, slot) VALUES (%s, %s) ON CONFLICT DO NOTHING",
-                    (entry, slot),
+                    f"DELETE FROM {t.claimed} WHERE entry = %s AND slot = %s AND token = %s"
+                    f" AND recorded_at >= clock_timestamp() - %s * interval '1 millisecond'",
+                    (entry, slot, token, HANDOVER_KEEP_MS),
                 )
-                handed.add((entry, slot))
+                if cur.rowcount:
+                    handed.add((entry, slot))
+            if handed:
+                entries, slots_ = (list(column) for column in zip(*handed, strict=True))
+                cur.execute(
+                    f"INSERT INTO {t.handed} (entry, slot) SELECT * FROM unnest(%s::text[],"
+                    " %s::bigint[]) ON CONFLICT DO NOTHING",
+                    (entries, slots_),
+                )
         return handed
 
     def take_handed(self, token: str) -> list[tuple[str, int]]:

@@ -22,7 +22,13 @@ from celery_hashbeat.store.base import (
     RunGuard,
     Store,
 )
-from celery_hashbeat.store.fencing import Row, plan_anchors, plan_claim, plan_give_back
+from celery_hashbeat.store.fencing import (
+    Row,
+    plan_anchors,
+    plan_claim,
+    plan_give_back,
+    plan_hand_over,
+)
 from celery_hashbeat.store.options import (
     check_digest,
     check_guard,
@@ -175,31 +181,27 @@ class SQLiteStore(Store):
         wanted = [(entry, int(slot)) for entry, slot in slots]
         if not wanted:
             return set()
-        handed: set[tuple[str, int]] = set()
         with self._database.transaction() as db:
-            rows = self._rows(db, sorted({entry for entry, _ in wanted}))
-            for entry, slot in wanted:
-                fence, previous = rows.get(entry, (None, ""))
-                if fence is not None and fence.token == token and fence.slot == slot:
-                    # The proof is used up: the fence no longer names its claimer.
-                    db.execute(
-                        "UPDATE hashbeat_fired SET token = '-' WHERE prefix = ? AND entry = ?",
-                        (self._prefix, entry),
-                    )
-                    rows[entry] = (Fence(slot, "-", fence.fingerprint, fence.runs), previous)
-                else:
-                    deleted = db.execute(
-                        "DELETE FROM hashbeat_claimed WHERE prefix = ? AND entry = ? AND slot = ?"
-                        " AND token = ?",
-                        (self._prefix, entry, slot, token),
-                    )
-                    if not deleted.rowcount:
-                        continue
-                db.execute(
-                    "INSERT OR IGNORE INTO hashbeat_handed (prefix, entry, slot) VALUES (?, ?, ?)",
-                    (self._prefix, entry, slot),
+            stored = self._stored(db, sorted({entry for entry, _ in wanted}))
+            by_fence, by_kept = plan_hand_over(token, wanted, stored)
+            handed = set(by_fence)
+            # The proof is used up: the fence no longer names its claimer.
+            db.executemany(
+                "UPDATE hashbeat_fired SET token = '-' WHERE prefix = ? AND entry = ?",
+                ((self._prefix, entry) for entry, _ in by_fence),
+            )
+            for entry, slot in by_kept:
+                deleted = db.execute(
+                    "DELETE FROM hashbeat_claimed WHERE prefix = ? AND entry = ? AND slot = ?"
+                    " AND token = ?",
+                    (self._prefix, entry, slot, token),
                 )
-                handed.add((entry, slot))
+                if deleted.rowcount:
+                    handed.add((entry, slot))
+            db.executemany(
+                "INSERT OR IGNORE INTO hashbeat_handed (prefix, entry, slot) VALUES (?, ?, ?)",
+                ((self._prefix, entry, slot) for entry, slot in handed),
+            )
         return handed
 
     def take_handed(self, token: str) -> list[tuple[str, int]]:
