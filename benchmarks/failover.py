@@ -4,7 +4,8 @@
 
 Everything is real: a private redis-server (store and broker, or broker only for the SQLite and
 PostgreSQL stores; PostgreSQL is a private server too, ``tests/support/postgres.py``), beat
-subprocesses running ``tests/chaos/app.py``, and a kombu consumer recording every message. docs/design.md §7's bars:
+subprocesses running ``tests/chaos/app.py``, and a kombu consumer recording every message.
+docs/design.md §7's bars:
 
 - failover: SIGKILL of the leader -> a standby enqueues within lease TTL + 1 s; clean stop
   (SIGTERM) -> within 1 s. Measured from the signal to (a) the store naming a new leader (polled
