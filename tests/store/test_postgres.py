@@ -247,3 +247,15 @@ def test_the_hot_path_finds_rows_by_index_among_many_entries(
     scanned = re.findall(r"Seq Scan on \"?(\S+?)\"?\s", plans)
     assert "Index" in plans
     assert not [table for table in scanned if table.endswith(GROWING)], plans
+
+
+def test_a_first_take_over_of_many_entries_is_not_cut_by_the_timeout(postgres_url: str) -> None:
+    """The timeout bounds each round trip, not the whole transaction: 50,000 anchors and claims
+    (a first take-over of a large schedule) complete with a one-second timeout."""
+    store = open_store(postgres_url, "p", timeout=1)
+    many = {f"entry-{i}": (1000, "f") for i in range(50_000)}
+    assert store.acquire("a", 600_000)
+    assert len(store.anchor("a", many)) == 50_000
+    assert len(store.claim("a", {name: (2000, "f") for name in many})) == 50_000
+    assert len(store.fences()) == 50_000
+    store.close()

@@ -5,17 +5,15 @@ works behind PgBouncer's transaction pooling: no session advisory lock, no LISTE
 statement (``prepare_threshold=None``), no ``SET`` outside a transaction (each transaction sets
 its own ``statement_timeout`` and ``lock_timeout`` with ``SET LOCAL``). A server that stops
 answering mid-statement (frozen, or a network that drops packets) is cut off by a watchdog after
-the timeout, so no call hangs past a lease. A failure after the ``COMMIT`` was sent and before
-its reply came is StoreUnavailable: the change may or may not have been made, the same rule as a
-Redis reply lost (docs/design.md §5).
+the timeout (watchdog.py), so no call hangs past a lease. A failure after the ``COMMIT`` was sent
+and before its reply came is StoreUnavailable: the change may or may not have been made, the same
+rule as a Redis reply lost (docs/design.md §5).
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
-import os
-import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,6 +22,7 @@ from typing import Any
 from celery_hashbeat.store.base import StoreAuthError, StoreError, StoreUnavailable
 from celery_hashbeat.store.postgres.connect import Target, psycopg
 from celery_hashbeat.store.postgres.schema import Tables, prepare
+from celery_hashbeat.store.postgres.watchdog import Cursor, Watchdog
 
 #: SQLSTATE classes and codes that mean "not now" rather than "never".
 TRANSIENT_CLASSES = ("08", "40", "53", "57", "58", "55P03", "25006")
@@ -60,6 +59,8 @@ class Database:
         self._lock = threading.Lock()
         self._conn: Any = None
         self.url = target.url
+        # A second beyond the server's own limit, so that a live server's timeout comes first.
+        self._watchdog = Watchdog(target.timeout_s + 1.0)
 
     def _connect(self) -> Any:
         module = psycopg()
@@ -79,24 +80,18 @@ class Database:
     def _guarded(self, conn: Any) -> Iterator[Any]:
         """A transaction on ``conn``, with the server-side timeouts and the watchdog."""
         timeout_ms = max(1, int(self._target.timeout_s * 1000))
-        watchdog = threading.Timer(self._target.timeout_s + 1.0, _cut, (conn,))
-        watchdog.daemon = True
-        watchdog.start()
+        cur = Cursor(conn.cursor(), conn, self._watchdog)
+        cur.execute(
+            f"BEGIN; SET LOCAL statement_timeout = {timeout_ms};"
+            f" SET LOCAL lock_timeout = {timeout_ms}"
+        )
         try:
-            cur = conn.cursor()
-            cur.execute(
-                f"BEGIN; SET LOCAL statement_timeout = {timeout_ms};"
-                f" SET LOCAL lock_timeout = {timeout_ms}"
-            )
-            try:
-                yield cur
-            except BaseException:
-                if not conn.closed:
-                    conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
-        finally:
-            watchdog.cancel()
+            yield cur
+        except BaseException:
+            if not conn.closed:
+                cur.execute("ROLLBACK")
+            raise
+        cur.execute("COMMIT")
 
     @contextmanager
     def transaction(self) -> Iterator[Any]:
@@ -146,10 +141,4 @@ class Database:
         with self._lock:
             if self._conn is not None:
                 self._drop()
-
-
-def _cut(conn: Any) -> None:
-    """Shut the socket of a connection whose server stopped answering, so that the blocked
-    call fails (StoreUnavailable) instead of waiting for TCP to give up."""
-    with contextlib.suppress(Exception), socket.socket(fileno=os.dup(conn.pgconn.socket)) as sock:
-        sock.shutdown(socket.SHUT_RDWR)
+        self._watchdog.close()

@@ -28,7 +28,7 @@ class RunLeases:
         if entries is None:
             cur.execute(query)
         else:
-            cur.execute(f"{query} AND entry = ANY(%s)", (entries,))
+            cur.execute(f"{query} AND entry = ANY(%b)", (entries,))
         return dict(cur.fetchall())
 
     def grant(self, cur: Any, entry: str, task_id: str, ttl_ms: int) -> None:
@@ -66,7 +66,7 @@ class RunLeases:
         with self._database.transaction() as cur:
             cur.execute(
                 f"UPDATE {self._running} AS r SET expires_at = clock_timestamp() + %s * interval"
-                " '1 millisecond' FROM unnest(%s::text[], %s::text[]) AS given (entry, task_id)"
+                " '1 millisecond' FROM unnest(%b::text[], %b::text[]) AS given (entry, task_id)"
                 " WHERE r.entry = given.entry AND r.task_id = given.task_id"
                 " AND r.expires_at > clock_timestamp() RETURNING r.entry",
                 (ttl_ms, list(runs), list(runs.values())),

@@ -14,8 +14,8 @@ beats, whose clocks may disagree.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, TypeVar
 
 from celery_hashbeat.store.base import (
     HANDOVER_KEEP_MS,
@@ -48,10 +48,21 @@ from celery_hashbeat.store.postgres.controls import PostgresControlRecords
 from celery_hashbeat.store.postgres.runs import RunLeases
 from celery_hashbeat.store.postgres.schema import Tables
 
+T = TypeVar("T")
+
+#: Rows per statement: a first take-over of 100,000 entries writes them in many short statements,
+#: each well within the statement timeout, in its one transaction.
+CHUNK = 5_000
+
 #: ``clock_timestamp()`` plus %s milliseconds.
 LATER = "clock_timestamp() + %s * interval '1 millisecond'"
 #: The server's wall clock in epoch milliseconds, for people to read.
 NOW_MS = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
+
+
+def chunks(items: list[T]) -> Iterator[list[T]]:
+    for start in range(0, len(items), CHUNK):
+        yield items[start : start + CHUNK]
 
 
 class PostgresStore(Store):
@@ -133,10 +144,11 @@ class PostgresStore(Store):
             f"SELECT entry, slot, token, previous, fingerprint, runs FROM {self._tables.fired}"
         )
         if entries is None:
-            cur.execute(columns)
+            rows = cur.execute(columns).fetchall()
         else:
-            cur.execute(f"{columns} WHERE entry = ANY(%s)", (entries,))
-        rows = cur.fetchall()
+            rows = []
+            for chunk in chunks(entries):
+                rows += cur.execute(f"{columns} WHERE entry = ANY(%b)", (chunk,)).fetchall()
         counts = {row[0]: int(row[5]) for row in rows if row[5]}
         stored = ((row[0], "|".join(map(str, row[1:5]))) for row in rows)
         return self._parse_stored(stored, counts)
@@ -145,17 +157,16 @@ class PostgresStore(Store):
         return {entry: fence for entry, (fence, _) in self._rows(cur, entries).items()}
 
     def _write(self, cur: Any, rows: list[Row]) -> None:
-        """Write whole fence rows, in one statement however many."""
-        if not rows:
-            return
-        cur.execute(
-            f"INSERT INTO {self._tables.fired} (entry, slot, token, previous, fingerprint, runs)"
-            " SELECT * FROM unnest(%s::text[], %s::bigint[], %s::text[], %s::text[], %s::text[],"
-            " %s::bigint[]) ON CONFLICT (entry) DO UPDATE SET slot = excluded.slot,"
-            " token = excluded.token, previous = excluded.previous,"
-            " fingerprint = excluded.fingerprint, runs = excluded.runs",
-            [list(column) for column in zip(*rows, strict=True)],
-        )
+        """Write whole fence rows, a CHUNK of them per statement."""
+        for chunk in chunks(rows):
+            cur.execute(
+                f"INSERT INTO {self._tables.fired} (entry, slot, token, previous, fingerprint,"
+                " runs) SELECT * FROM unnest(%b::text[], %b::bigint[], %b::text[], %b::text[],"
+                " %b::text[], %b::bigint[]) ON CONFLICT (entry) DO UPDATE SET slot = excluded.slot,"
+                " token = excluded.token, previous = excluded.previous,"
+                " fingerprint = excluded.fingerprint, runs = excluded.runs",
+                [list(column) for column in zip(*chunk, strict=True)],
+            )
 
     def claim(
         self,
@@ -199,7 +210,7 @@ class PostgresStore(Store):
         entries, slots, tokens = (list(column) for column in zip(*claims, strict=True))
         cur.execute(
             f"INSERT INTO {claimed} (entry, slot, token, recorded_at) SELECT e, s, t,"
-            " clock_timestamp() FROM unnest(%s::text[], %s::bigint[], %s::text[]) AS c (e, s, t)"
+            " clock_timestamp() FROM unnest(%b::text[], %b::bigint[], %b::text[]) AS c (e, s, t)"
             " ON CONFLICT (entry, slot, token) DO UPDATE SET recorded_at = excluded.recorded_at",
             (entries, slots, tokens),
         )
@@ -218,7 +229,7 @@ class PostgresStore(Store):
             if by_fence:
                 # The proof is used up: the fence no longer names its claimer.
                 entries = [entry for entry, _ in by_fence]
-                cur.execute(f"UPDATE {t.fired} SET token = '-' WHERE entry = ANY(%s)", (entries,))
+                cur.execute(f"UPDATE {t.fired} SET token = '-' WHERE entry = ANY(%b)", (entries,))
             for entry, slot in by_kept:
                 cur.execute(
                     f"DELETE FROM {t.claimed} WHERE entry = %s AND slot = %s AND token = %s"
@@ -230,8 +241,8 @@ class PostgresStore(Store):
             if handed:
                 entries, slots_ = (list(column) for column in zip(*handed, strict=True))
                 cur.execute(
-                    f"INSERT INTO {t.handed} (entry, slot) SELECT * FROM unnest(%s::text[],"
-                    " %s::bigint[]) ON CONFLICT DO NOTHING",
+                    f"INSERT INTO {t.handed} (entry, slot) SELECT * FROM unnest(%b::text[],"
+                    " %b::bigint[]) ON CONFLICT DO NOTHING",
                     (entries, slots_),
                 )
         return handed
@@ -263,7 +274,7 @@ class PostgresStore(Store):
             given, restored = plan_give_back(token, slots, self._rows(cur, list(slots)))
             if given:
                 cur.execute(
-                    f"DELETE FROM {self._tables.fired} WHERE entry = ANY(%s)", (list(given),)
+                    f"DELETE FROM {self._tables.fired} WHERE entry = ANY(%b)", (list(given),)
                 )
             self._write(cur, restored)
         return given
@@ -287,7 +298,8 @@ class PostgresStore(Store):
         with self._database.transaction() as cur:
             if not self._holds(cur, token):
                 return False
-            cur.execute(f"DELETE FROM {self._tables.fired} WHERE entry = ANY(%s)", (entries,))
+            for chunk in chunks(entries):
+                cur.execute(f"DELETE FROM {self._tables.fired} WHERE entry = ANY(%b)", (chunk,))
             return True
 
     # Run leases ------------------------------------------------------------------------------
@@ -330,13 +342,13 @@ class PostgresStore(Store):
         h = self._tables.history
         entries = [entry for entry, _ in history]
         cur.execute(
-            f"INSERT INTO {h} (entry, record) SELECT e, r FROM unnest(%s::text[], %s::text[])"
+            f"INSERT INTO {h} (entry, record) SELECT e, r FROM unnest(%b::text[], %b::text[])"
             " WITH ORDINALITY AS given (e, r, n) ORDER BY n",
             (entries, [record for _, record in history]),
         )
         cur.execute(
             f"DELETE FROM {h} USING (SELECT e, (SELECT id FROM {h} WHERE entry = e ORDER BY id"
-            f" DESC OFFSET %s LIMIT 1) AS cut FROM unnest(%s::text[]) AS given (e)) AS trim"
+            f" DESC OFFSET %s LIMIT 1) AS cut FROM unnest(%b::text[]) AS given (e)) AS trim"
             f" WHERE {h}.entry = trim.e AND {h}.id <= trim.cut",
             (HISTORY_CAP, sorted(set(entries))),
         )
