@@ -256,6 +256,6 @@ def test_a_first_take_over_of_many_entries_is_not_cut_by_the_timeout(postgres_ur
     many = {f"entry-{i}": (1000, "f") for i in range(50_000)}
     assert store.acquire("a", 600_000)
     assert len(store.anchor("a", many)) == 50_000
-    assert len(store.claim("a", {name: (2000, "f") for name in many})) == 50_000
+    assert len(store.claim("a", dict.fromkeys(many, (2000, "f")))) == 50_000
     assert len(store.fences()) == 50_000
     store.close()
