@@ -38,6 +38,7 @@ from celery_hashbeat.beat.leadership import Leadership
 from celery_hashbeat.beat.lease import Lease, new_token
 from celery_hashbeat.beat.overlap import warn_unreachable_leases
 from celery_hashbeat.beat.parking import Parking
+from celery_hashbeat.beat.standaside import StandAside
 from celery_hashbeat.beat.stopping import GRACE, StopRequests
 from celery_hashbeat.beat.storecalls import StoreCalls
 from celery_hashbeat.beat.triggers import Triggers
@@ -122,6 +123,7 @@ class Scheduler(beat.Scheduler):
             sent=lambda entry: self.dispatcher.sent(entry),  # noqa: PLW0108
             stop=self._stop,
             timeout_s=max(settings.lease_ttl, PUBLISH_TIMEOUT_S),
+            entries=catalog.entries,
         )
         self.dispatcher = dispatcher = Dispatcher(
             token=token,
@@ -157,6 +159,7 @@ class Scheduler(beat.Scheduler):
             watch=watch,
             now_ms=self.now_ms,
         )
+        self._aside = StandAside(lease, calls, publisher, watch, dispatcher.owed)
         filename = kwargs.get("schedule_filename")
         if filename and filename != CELERY_SCHEDULE_FILE and not kwargs.get("lazy"):
             logger.info(
@@ -205,7 +208,7 @@ class Scheduler(beat.Scheduler):
                     self.watch, self.settings.http_host, self.settings.http_port, self.status
                 ).start()
             except PortInUse as exc:
-                raise ConfigurationExit(exc) from None
+                raise ConfigurationExit(exc, self.app.conf) from None
 
     def merge_inplace(self, b: Mapping[str, Any]) -> None:
         self._catalog.merge(b)
@@ -232,7 +235,7 @@ class Scheduler(beat.Scheduler):
         try:
             store = open_store(settings.store_url, settings.key_prefix, **settings.store_options)
         except StoreConfigError as exc:
-            raise ConfigurationExit(exc) from None
+            raise ConfigurationExit(exc, self.app.conf) from None
         except Exception as exc:
             self.leadership.lease.failed(exc, time.monotonic())
             return
@@ -270,6 +273,7 @@ class Scheduler(beat.Scheduler):
         # surely holds.
         if lease.leader and time.monotonic() < lease.held_until:
             dispatcher.dispatch_due()
+        self._aside.tick()  # a leader whose broker takes nothing gives up the lease
         if time.monotonic() >= lease.due_s:
             leadership.maintain()
         if lease.leader:
@@ -341,10 +345,11 @@ class Scheduler(beat.Scheduler):
         self._closing_at = time.monotonic()
         # Each step runs whatever the ones before it raised (last in, first run), so that the
         # helper threads always stop; what raised is raised again at the end.
+        self._stop.shield()  # a second SIGTERM must not cut the lease release short
         with contextlib.ExitStack() as steps:
+            steps.callback(self._stop.uninstall)  # last: Celery's handlers come back at the end
             steps.callback(self.store_calls.close)
             steps.callback(self.publisher.close, give_up=self._gave_up)
-            steps.callback(self._stop.uninstall)
             steps.callback(self._release_store)
             if self._http is not None:
                 steps.callback(self._http.close)

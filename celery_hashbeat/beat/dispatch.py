@@ -325,9 +325,11 @@ class Dispatcher:
             self._give_back(back)
 
     def _lost(self, entry: Entry, slot: int, outcome: Outcome, error: BaseException | None) -> None:
-        """Log a slot that is not sent and never will be: dropped, or perhaps sent."""
-        self._watch.publish_failed()
+        """Log a slot that is not sent and never will be: dropped (recorded so in the
+        history), or perhaps sent."""
         if outcome is Outcome.DROPPED:
+            why = f"{type(error).__name__}: {error}"
+            self._watch.dropped(entry.name, slot, why, self._now_ms())
             logger.error(
                 "beat: %s slot %s can never be sent, so it is dropped (%s: %s); fix the "
                 "entry's args, kwargs or options",
@@ -337,6 +339,7 @@ class Dispatcher:
                 error,
             )
             return
+        self._watch.publish_failed()
         logger.warning(
             "beat: %s slot %s may or may not have reached the broker (%s); it is not "
             "sent again (at most once per slot)",

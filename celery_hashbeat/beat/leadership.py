@@ -135,7 +135,7 @@ class Leadership:
             # entries move past those slots, and the pool sends them (docs/design.md §5).
             self._dispatcher.owed.hand_over(strict=True)
             if not self.controls.known:
-                self.apply(self.controls.poll(calls.call(store.changes, self.controls.version)))
+                self.controls.poll(calls.call(store.changes, self.controls.version), self.apply)
             if fanout.every_worker:
                 roster = calls.call(store.roster)
                 if roster is not None and roster.nodes != fanout.nodes:
@@ -229,7 +229,7 @@ class Leadership:
         changes = calls.attempt(calls.store.changes, self.controls.version)
         if changes is FAILED:
             return
-        self.apply(self.controls.poll(changes))
+        self.controls.poll(changes, self.apply)
         if self.lease.leader and self.controls.handed_waiting:
             taken = calls.attempt(calls.store.take_handed, self._token)
             if taken is not FAILED:

@@ -219,6 +219,7 @@ class Lease:
         if not self.leader:
             return
         self.leader = False
+        self._role = None  # acquired again (a beat that stood aside for its broker), it says so
         if self.watch is not None:
             self.watch.leading(False, None)
         try:

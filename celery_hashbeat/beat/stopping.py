@@ -7,6 +7,10 @@ a signal mask covers one thread, and any other thread (Sentry's, OpenTelemetry's
 instead. So the scheduler replaces the handlers with ones that only note the request while a tick
 runs; the tick winds down (within a second, whatever the broker or store is doing) and then hands
 the request to the handler it replaced. Between ticks the request goes to that handler at once.
+
+A stop is passed on once. From then on, and while the scheduler closes (``shield``), a further
+SIGTERM or SIGINT is only noted: Celery's handler would raise SystemExit in the middle of the lease
+release the first one started, and the lease would be kept for its whole TTL.
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ class StopRequests:
         self._signal: int | None = None
         self._ticking = False
         self._replaced: dict[int, Any] = {}
+        #: A stop is under way (passed on, or the scheduler is closing): signals are only noted.
+        self._shielded = False
 
     @property
     def requested(self) -> bool:
@@ -52,6 +58,12 @@ class StopRequests:
                 self._replaced[signum] = current
                 signal.signal(signum, self._note)
 
+    def shield(self) -> None:
+        """From now on a stop signal is only noted, never passed on: what runs next (the lease
+        release, on whatever path the process leaves by) is not cut short."""
+        self.install()
+        self._shielded = True
+
     def uninstall(self) -> None:
         if threading.current_thread() is not threading.main_thread():
             return
@@ -69,12 +81,15 @@ class StopRequests:
     def _note(self, signum: int, frame: FrameType | None) -> None:
         if self.requested_at is None:
             self.requested_at = time.monotonic()
+        if self._shielded:
+            return  # a stop is under way already
         self._signal = signum
         if not self._ticking:
             self._pass_on(signum, frame)
 
     def _pass_on(self, signum: int, frame: FrameType | None) -> None:
         self._signal = None
+        self._shielded = True  # set first: a signal from here on cannot start a second stop
         handler = self._replaced.get(signum)
         if handler is None:
             raise SystemExit(0)

@@ -19,6 +19,8 @@ The pause record of an entry is ``{"paused": true, "reason": ..., "at": <ms>}`` 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta, tzinfo
 from typing import Any, NamedTuple, cast
 
@@ -53,6 +55,22 @@ OPTION_TYPES: dict[str, tuple[type, ...]] = {
 #: The longest entry name kept in the store.
 NAME_MAX = 200
 
+#: The longest stored value read back or written, in characters: a definition is a schedule and a
+#: few arguments, and a value past this is refused rather than parsed and published every slot.
+TEXT_MAX = 1_000_000
+
+#: How deep a stored value's JSON may nest: enough for any real arguments, and far from the
+#: recursion limits of the JSON parser, of kombu's serialisers and of the beat's own code.
+DEPTH_MAX = 32
+
+#: The latest instant a stored record may name (9999-12-31T23:59:59.999Z, in epoch ms): beyond
+#: it no date can be made of it.
+MS_MAX = 253_402_300_799_999
+
+#: The longest message an unreadable stored value gets: it names the entry and the fault, and does
+#: not echo a value that may be megabytes long.
+MESSAGE_MAX = 400
+
 
 class DefinitionError(ValueError, HashbeatError):
     """A definition that cannot be stored or read back; the message names the entry, the
@@ -69,11 +87,13 @@ class Pause(NamedTuple):
 
 
 class Trigger(NamedTuple):
-    """One run asked for now: the entry, the task id it gets, and when it was asked (ms)."""
+    """One run asked for now: the entry, the task id it gets, when it was asked (ms), and
+    whether the operator forced it past the entry's overlap guard (docs/design.md §12)."""
 
     entry: str
     id: str
     at: int
+    force: bool = False
 
 
 def check_name(name: object) -> str:
@@ -172,15 +192,18 @@ def schedule_object(name: str, data: Any) -> Any:
 
 
 class Stored(NamedTuple):
-    """A stored entry read back: its definition, and when it was added or last updated (ms)."""
+    """A stored entry read back: its definition, when it was added or last updated (ms), and
+    its revision (1 when added, one more per update; 0 for one stored before revisions)."""
 
     definition: dict[str, Any]
     changed: int
+    revision: int = 0
 
 
-def encode(name: str, definition: dict[str, Any], changed: int = 0) -> str:
+def encode(name: str, definition: dict[str, Any], changed: int = 0, revision: int = 0) -> str:
     """A definition (schedule object inside) as the JSON text the store keeps, stamped with
-    when it changed, so that no beat ever catches up slots from before then."""
+    when it changed, so that no beat ever catches up slots from before then, and with its
+    revision, so that two updates of one revision cannot both land (docs/design.md §13)."""
     unknown = set(definition) - set(STORED_KEYS)
     if unknown:
         raise DefinitionError(
@@ -198,36 +221,55 @@ def encode(name: str, definition: dict[str, Any], changed: int = 0) -> str:
                 f"{data['args']!r}"
             )
         data["args"] = list(data["args"])
+    kwargs = data.get("kwargs")
+    if kwargs is not None and (
+        not isinstance(kwargs, dict) or not all(isinstance(key, str) for key in kwargs)
+    ):
+        raise DefinitionError(
+            f"entry {name!r}: 'kwargs' must map keyword names (text) to values, not {kwargs!r}"
+        )
     data["changed"] = changed
+    if revision:
+        data["revision"] = revision
     try:
-        return json.dumps(data, sort_keys=True, allow_nan=False)
-    except (TypeError, ValueError) as exc:
+        text = json.dumps(data, sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:  # nested past what JSON can write
         raise DefinitionError(
             f"entry {name!r}: args, kwargs and options must be plain JSON (strings, numbers, "
             f"true/false, null, lists and objects): {exc}"
         ) from None
+    read_json(f"entry {name!r}: the definition", text)  # what the beats would refuse to read
+    return text
 
 
 def decode(name: str, text: str) -> Stored:
-    """Stored JSON text as a beat_schedule definition, checked field by field."""
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise DefinitionError(
-            f"entry {name!r}: the stored definition is not JSON ({exc})"
-        ) from None
+    """Stored JSON text as a beat_schedule definition, checked field by field.
+
+    Whatever the text holds (any nesting, size or types), the only error is one DefinitionError
+    naming the entry, so a reader can skip that entry and go on with the others."""
+    with _unreadable(f"entry {name!r}: the stored definition"):
+        return _decode(name, text)
+
+
+def _decode(name: str, text: str) -> Stored:
+    data = read_json(f"entry {name!r}: the stored definition", text)
     if not isinstance(data, dict):
         raise DefinitionError(f"entry {name!r}: the stored definition is not a JSON object")
     changed = data.pop("changed", 0)
+    revision = data.pop("revision", 0)
+    if isinstance(revision, bool) or not isinstance(revision, int) or revision < 0:
+        raise DefinitionError(f"entry {name!r}: 'revision' must be a count, not {revision!r}")
     unknown = set(data) - set(STORED_KEYS)
     if unknown:
         raise DefinitionError(
             f"entry {name!r}: unknown keys {sorted(unknown)}; known: {list(STORED_KEYS)}"
         )
-    if isinstance(changed, bool) or not isinstance(changed, int):
+    if isinstance(changed, bool) or not isinstance(changed, int) or not 0 <= changed <= MS_MAX:
         raise DefinitionError(f"entry {name!r}: 'changed' must be epoch ms, not {changed!r}")
     if "task" not in data or "schedule" not in data:
         raise DefinitionError(f"entry {name!r}: a stored entry needs 'task' and 'schedule'")
+    if not isinstance(data["task"], str) or not data["task"]:
+        raise DefinitionError(f"entry {name!r}: 'task' must be a task name, not {data['task']!r}")
     definition = dict(data)
     definition["schedule"] = schedule_object(name, data["schedule"])
     definition["args"] = tuple(_typed(data.get("args", []), list, f"entry {name!r}: 'args'"))
@@ -246,7 +288,7 @@ def decode(name: str, text: str) -> Stored:
             f"entry {name!r}: 'workers' must be \"*\" or a list of worker node names, "
             f"not {workers!r}"
         )
-    return Stored(definition, changed)
+    return Stored(definition, changed, revision)
 
 
 def check_options(name: str, options: Any) -> dict[str, Any]:
@@ -272,27 +314,87 @@ def encode_pause(pause: Pause) -> str:
 
 
 def decode_pause(name: str, text: str) -> Pause:
-    try:
-        data = json.loads(text)
+    """A stored pause record; like ``decode``, failing only as a DefinitionError."""
+    with _unreadable(f"entry {name!r}: the stored pause record"):
+        data = read_json(f"entry {name!r}: the stored pause record", text)
         if data["paused"] is True:
-            return Pause(True, str(data.get("reason") or ""), int(data.get("at") or 0))
-        return Pause(False, resumed=int(data["resumed"]))
-    except (ValueError, TypeError, KeyError):
-        raise DefinitionError(
-            f"entry {name!r}: the stored pause record {text!r} does not parse"
-        ) from None
+            return Pause(True, str(data.get("reason") or ""), _ms(data.get("at") or 0, "'at'"))
+        return Pause(False, resumed=_ms(data["resumed"], "'resumed'"))
 
 
 def encode_trigger(trigger: Trigger) -> str:
-    return json.dumps(trigger._asdict())
+    data: dict[str, Any] = trigger._asdict()
+    if not trigger.force:
+        del data["force"]  # as a release without forced triggers wrote it
+    return json.dumps(data)
 
 
 def decode_trigger(text: str) -> Trigger:
+    """A stored trigger; like ``decode``, failing only as a DefinitionError."""
+    with _unreadable(f"a stored trigger {text[:80]!r}"):
+        data = read_json("a stored trigger", text)
+        force = data.get("force", False)
+        return Trigger(str(data["entry"]), str(data["id"]), _ms(data["at"], "'at'"), force is True)
+
+
+def read_json(where: str, text: object) -> Any:
+    """Stored text as JSON, refused (as a DefinitionError saying ``where``) when it is not text,
+    is longer than TEXT_MAX, does not parse or nests deeper than DEPTH_MAX."""
+    if not isinstance(text, str):
+        raise DefinitionError(f"{where} is not text")
+    if len(text) > TEXT_MAX:
+        raise DefinitionError(f"{where} is {len(text):,} characters long; at most {TEXT_MAX:,}")
     try:
         data = json.loads(text)
-        return Trigger(str(data["entry"]), str(data["id"]), int(data["at"]))
-    except (ValueError, TypeError, KeyError):
-        raise DefinitionError(f"a stored trigger {text!r} does not parse") from None
+    except RecursionError:
+        raise DefinitionError(f"{where} nests deeper than {DEPTH_MAX} levels") from None
+    except ValueError as exc:
+        raise DefinitionError(f"{where} is not JSON ({exc})") from None
+    if _depth(data) > DEPTH_MAX:
+        raise DefinitionError(f"{where} nests deeper than {DEPTH_MAX} levels")
+    return data
+
+
+def _depth(data: Any) -> int:
+    """How deep ``data`` nests (a scalar is 0), counted without recursion."""
+    deepest, stack = 0, [(data, 0)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict | list):
+            depth += 1
+            if depth > DEPTH_MAX:
+                return depth
+            deepest = max(deepest, depth)
+            stack.extend(
+                (item, depth) for item in (value.values() if isinstance(value, dict) else value)
+            )
+    return deepest
+
+
+@contextmanager
+def _unreadable(where: str) -> Iterator[None]:
+    """Whatever goes wrong reading a stored value leaves as one DefinitionError saying
+    ``where``, with a message of at most MESSAGE_MAX characters."""
+    try:
+        yield
+    except DefinitionError as exc:
+        raise DefinitionError(_cut(str(exc))) from None
+    except Exception as exc:  # any content at all: a reader skips this value and goes on
+        raise DefinitionError(
+            _cut(f"{where} cannot be read ({type(exc).__name__}: {exc})")
+        ) from None
+
+
+def _cut(message: str) -> str:
+    if len(message) <= MESSAGE_MAX:
+        return message
+    return message[: MESSAGE_MAX - 5] + " ...)"
+
+
+def _ms(value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= MS_MAX:
+        raise ValueError(f"{where} must be an instant in epoch ms, not {value!r}")
+    return int(value)
 
 
 def _only(data: dict[str, Any], allowed: set[str], where: str) -> None:

@@ -15,6 +15,7 @@ when it takes over. What a beat learns is kept here as plain data:
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -65,12 +66,14 @@ class ControlState:
         #: Stored values already reported unreadable, so each is logged once.
         self._unreadable = Once()
 
-    def poll(self, changes: Changes) -> Changed:
+    def poll(self, changes: Changes, apply: Callable[[Changed], None] | None = None) -> Changed:
         """Take in what the store's ``changes(self.version)`` answered: what changed since the
-        last poll. The next poll is due ``POLL_S`` from now."""
+        last poll. The next poll is due ``POLL_S`` from now.
+
+        ``version`` moves last, once every record is read and ``apply`` (when given) has applied
+        the result: a poll that fails part-way is read again whole, never half-forgotten. Each
+        unreadable record costs itself alone (``Changed.unreadable``)."""
         self.due_s = time.monotonic() + POLL_S
-        self.version, self.triggers_waiting = changes.version, changes.triggers
-        self.handed_waiting = changes.handed
         changed = Changed(full=changes.full)
         if changes.full:
             for name in set(self.paused) - set(changes.records):
@@ -79,6 +82,10 @@ class ControlState:
         for name, (definition, pause) in changes.records.items():
             changed.definitions[name] = self._definition(name, definition, changed)
             self._pause(name, pause, changed)
+        if apply is not None:
+            apply(changed)
+        self.version, self.triggers_waiting = changes.version, changes.triggers
+        self.handed_waiting = changes.handed
         self.known = True
         return changed
 

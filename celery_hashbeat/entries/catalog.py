@@ -126,8 +126,10 @@ class Catalog:
         doomed = [n for g in gone for n in (g, *self.fanout.subs.get(g, ())) if n in self.entries]
         self.fanout.drop(gone)
         self.deactivate(doomed)
-        self._build(self._expand({n: d for n, d in mine.items() if d is not None}))
-        return doomed
+        # A changed worker list drops copies too: they are taken out like removed entries.
+        dropped: list[str] = []
+        self._build(self._expand({n: d for n, d in mine.items() if d is not None}, dropped))
+        return doomed + sorted(set(dropped) - set(doomed))
 
     def regroup(self, nodes: tuple[str, ...]) -> set[str]:
         """Fan the ``"*"`` entries out to ``nodes``; the copies of workers that left."""
@@ -238,13 +240,17 @@ class Catalog:
         since = self.counts_from(name, fence_ms, floors)
         return upcoming(entry, since, 0 if fence is None else fence.runs, now_ms, count)
 
-    def _expand(self, schedule: Mapping[str, Any]) -> dict[str, Any]:
+    def _expand(
+        self, schedule: Mapping[str, Any], dropped: list[str] | None = None
+    ) -> dict[str, Any]:
         """``schedule`` with each fanned-out entry replaced by its copies; one that cannot be
         fanned out is logged by name and skipped."""
         expansion = self.fanout.expand(schedule)
         for name, error in expansion.broken.items():
             self._refuse(name, error)
         self.deactivate(expansion.gone)
+        if dropped is not None:
+            dropped.extend(expansion.gone)
         return expansion.plain
 
     def _build(self, definitions: Mapping[str, Any]) -> None:

@@ -3,9 +3,9 @@ the store.
 
 A record is one line of JSON, so that any tool can read it: the outcome, the slot (UTC epoch ms),
 when it happened, and what else the outcome knows (the sending beat, the task id, the lateness,
-the reason of a skip, a run's duration). The beat writes ``sent``, ``skipped``, ``missed`` and
-``trigger``; the worker that runs a slot's task writes ``started``, ``succeeded`` and ``failed``
-(worker/outcomes.py). The store keeps the newest HISTORY_CAP per entry.
+the reason of a skip or a drop, a run's duration). The beat writes ``sent``, ``skipped``,
+``missed``, ``dropped`` and ``trigger``; the worker that runs a slot's task writes ``started``,
+``succeeded`` and ``failed`` (worker/outcomes.py). The store keeps the newest HISTORY_CAP per entry.
 
 The beat never makes a store call for its history: records wait in an Outbox and ride on the next
 claim or lease renewal (at most one renewal period later), calls the beat makes anyway. A record
@@ -23,10 +23,22 @@ from typing import Any
 
 from celery_hashbeat.store.base import HISTORY_CAP
 
-__all__ = ["HISTORY_CAP", "OUTBOX_CAP", "Outbox", "Record", "decode", "encode", "sent_text"]
+__all__ = [
+    "DROPPED",
+    "HISTORY_CAP",
+    "OUTBOX_CAP",
+    "Outbox",
+    "Record",
+    "decode",
+    "encode",
+    "sent_text",
+]
 
 #: Outcomes the beat records.
 SENT, SKIPPED, MISSED, TRIGGER = "sent", "skipped", "missed", "trigger"
+#: A slot the broker can never take (an exchange it does not have, arguments that do not
+#: serialise): the beat dropped it.
+DROPPED = "dropped"
 #: Outcomes the worker records.
 STARTED, SUCCEEDED, FAILED = "started", "succeeded", "failed"
 
@@ -46,7 +58,7 @@ class Record:
     #: The beat (its lease token) or the worker (its node name) that recorded it.
     by: str = ""
     task_id: str = ""
-    #: Why a slot was skipped or missed (``overlap``, ``catch_up=skip``, ``catch_up_window``...).
+    #: Why a slot was skipped, missed (``overlap``, ``catch_up=skip``...) or dropped.
     reason: str = ""
     #: Publish time minus slot (ms), for ``sent``.
     lateness_ms: int | None = None

@@ -13,7 +13,15 @@ import json
 import time
 from collections.abc import Callable
 
-from celery_hashbeat.observe.history import MISSED, SKIPPED, TRIGGER, Outbox, Record, sent_text
+from celery_hashbeat.observe.history import (
+    DROPPED,
+    MISSED,
+    SKIPPED,
+    TRIGGER,
+    Outbox,
+    Record,
+    sent_text,
+)
 from celery_hashbeat.observe.metrics import Metrics
 
 #: /livez fails once the tick loop has not turned for this long, at least (seconds).
@@ -44,6 +52,8 @@ class Watch:
         self.leader = False
         #: The lease holder as this beat last learnt it (its own token while it leads).
         self.holder: str | None = None
+        #: Why this beat's way to the broker is stuck (it gave up the lease over it), or None.
+        self.broker_stuck: str | None = None
 
     # The tick loop
 
@@ -58,7 +68,13 @@ class Watch:
         return self.monotonic() - self.last_tick
 
     def live(self) -> tuple[bool, str]:
-        """Whether the tick loop turns, and a line saying so."""
+        """Whether the tick loop turns and the broker answers, and a line saying so."""
+        stuck = self.broker_stuck
+        if stuck is not None:
+            return False, (
+                f"the way to the broker is stuck ({stuck}): this beat gave up the lease and "
+                "leads again once the broker answers; restart it if this lasts"
+            )
         age = self.since_tick()
         if age > self.stuck_after:
             return False, (
@@ -104,12 +120,25 @@ class Watch:
         if self.metrics is not None:
             self.metrics.count_sent(entry, lateness / 1000)
 
-    def triggered(self, entry: str, task_id: str, asked_ms: int, published_ms: int) -> None:
-        """A run asked for by an operator went out (its lateness counts from the asking)."""
+    def triggered(
+        self, entry: str, task_id: str, asked_ms: int, published_ms: int, forced: bool = False
+    ) -> None:
+        """A run asked for by an operator went out (its lateness counts from the asking);
+        ``forced``: past the entry's overlap guard, on the operator's --force."""
         lateness = published_ms - asked_ms
+        reason = "forced past the overlap guard" if forced else ""
         self.outbox.add(
-            entry, Record(TRIGGER, None, published_ms, self.token, task_id, lateness_ms=lateness)
+            entry,
+            Record(TRIGGER, None, published_ms, self.token, task_id, reason, lateness_ms=lateness),
         )
+
+    def trigger_skipped(self, entry: str, task_id: str, holder: str, now_ms: int) -> None:
+        """A trigger was not sent: the run of task ``holder`` holds the entry's run lease and
+        the entry's overlap is ``skip``."""
+        reason = f"trigger while task {holder} runs (overlap skip)"
+        self.outbox.add(entry, Record(SKIPPED, None, now_ms, self.token, task_id, reason))
+        if self.metrics is not None:
+            self.metrics.count_skipped(entry, "overlap")
 
     def skipped(self, entry: str, slot: int, reason: str, now_ms: int, holder: str = "") -> None:
         """``slot`` was not sent; ``holder`` is the task whose run it would have overlapped."""
@@ -122,6 +151,11 @@ class Watch:
         self.outbox.add(entry, Record(MISSED, slot, now_ms, self.token, reason=reason, count=count))
         if self.metrics is not None:
             self.metrics.count_missed(entry, count)
+
+    def dropped(self, entry: str, slot: int, reason: str, now_ms: int) -> None:
+        """``slot`` can never be sent (``reason`` says why); it was not, and is not retried."""
+        self.outbox.add(entry, Record(DROPPED, slot, now_ms, self.token, reason=reason))
+        self.publish_failed()
 
     def publish_failed(self) -> None:
         if self.metrics is not None:

@@ -156,6 +156,11 @@ class MayHaveGone(Exception):  # noqa: N818 - an outcome, not a failure of the c
     """A message the broker answered with an error, though it may have taken it."""
 
 
+class Undeliverable(Exception):  # noqa: N818 - the broker's answer, not a failure of the caller
+    """A message the broker refused for a reason every slot of its entry shares (an exchange it
+    does not have): the slot is dropped and the batch goes on with the others."""
+
+
 class Sink(Protocol[E_contra]):
     """Where a ``Bulk`` batch puts its messages (``bulk.BulkSink``)."""
 
@@ -171,8 +176,8 @@ class Sink(Protocol[E_contra]):
 
     def flush(self) -> list[BaseException | None]:
         """Send what is buffered, in as few round trips as the transport allows; per message,
-        None if the broker took it, else why not (a ``MayHaveGone`` if it may have). Raises if
-        the round trip failed as a whole."""
+        None if the broker took it, else why not (a ``MayHaveGone`` if it may have, an
+        ``Undeliverable`` if it never will). Raises if the round trip failed as a whole."""
 
     def discard(self) -> None:
         """Drop what is buffered, unsent."""
@@ -190,8 +195,11 @@ class Bulk(Batch[E]):
 
     The account stays exact per message: a chunk that was sent in full is ``SENT``; a chunk whose
     round trip failed is ``FAILED`` if the broker surely took none of it (refused), else
-    ``UNKNOWN``; a chunk never sent (cut short, or a message that could not be built because the
-    broker is unreachable) is given back as ``UNSENT``. Entries the sink cannot build go through
+    ``UNKNOWN``; a message the broker refused for good (``Undeliverable``) is ``DROPPED`` and the
+    rest go on; a chunk never sent (cut short, or a message that could not be built because the
+    broker is unreachable) is given back as ``UNSENT``. ``in_flight_for`` counts from the
+    connect on, so a broker that hangs anywhere (connect, channel set-up, declare, write) is
+    left behind. Entries the sink cannot build go through
     ``send`` one by one, as in ``Batch``, after the chunk before them went out.
     """
 
@@ -209,6 +217,24 @@ class Bulk(Batch[E]):
         self._chunk = chunk
 
     def run(self) -> None:
+        # The clock runs from before the connect to the last answer: a connect, a channel's
+        # set-up or a declare that hangs is a broker that does not answer, like a publish.
+        with self._lock:
+            self._in_flight_since = time.monotonic()
+        try:
+            self._run()
+        finally:
+            with self._lock:
+                self._in_flight_since = None
+
+    def _end(self, index: int, outcome: Outcome, error: BaseException | None) -> None:
+        """As ``Batch._end``, but the clock goes on: the next wait on the broker may come
+        before the next message starts (a channel, a declare)."""
+        super()._end(index, outcome, error)
+        with self._lock:
+            self._in_flight_since = time.monotonic()
+
+    def _run(self) -> None:
         sink = self._sink
         try:
             self._connect()
@@ -289,6 +315,10 @@ class Bulk(Batch[E]):
             if error is None:
                 self._end(index, Outcome.SENT, None)
                 self._sink.sent(*self.slots[index])
+                continue
+            if isinstance(error, Undeliverable):  # this message's fault alone: the rest go on
+                self._end(index, Outcome.DROPPED, error)
+                self._sink.unsent(*self.slots[index])
                 continue
             # The broker answered this message with an error: it did not take it, unless the
             # error says it may have (part of a fanout).

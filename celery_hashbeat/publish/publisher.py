@@ -10,8 +10,9 @@ publish connects afresh (docs/design.md §10, §15).
 
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -19,7 +20,7 @@ from celery_hashbeat._background import Abandoned, Runner
 from celery_hashbeat._logs import SCHEDULER
 from celery_hashbeat._outage import Once, Outage
 from celery_hashbeat.publish.ahead import MARGIN_MS, Ahead, Upcoming
-from celery_hashbeat.publish.batch import TRANSIENT_ERRORS, Batch, Bulk, Settled
+from celery_hashbeat.publish.batch import TRANSIENT_ERRORS, Batch, Bulk, Outcome, Settled
 from celery_hashbeat.publish.message import slot_iso, slot_task_id
 from celery_hashbeat.publish.sink import BulkSink, unsupported
 
@@ -41,6 +42,14 @@ PUBLISH_RETRY_MS = 1000
 
 #: A publish that waits longer than this for the broker (seconds, at least) is left behind.
 PUBLISH_TIMEOUT_S = 5.0
+
+#: Per transport, the connection's options that bound a socket wait, set to the publish timeout
+#: unless the app sets them (``broker_transport_options``): a thread left behind on a hung
+#: broker then ends by itself, and the connect and the channel's set-up cannot wait forever.
+SOCKET_BOUNDS = {
+    "redis": ("socket_timeout", "socket_connect_timeout"),
+    "amqp": ("read_timeout", "write_timeout"),
+}
 
 
 class Stopping(Protocol):
@@ -72,8 +81,11 @@ class Publisher:
         sent: Callable[[Entry], None],
         stop: Stopping,
         timeout_s: float,
+        entries: Mapping[str, Entry],
     ) -> None:
         self.app = app
+        #: The schedule's entries, live (the batch sink keeps plans only for them).
+        self._entries = entries
         self._producer_type = producer_type
         #: The hook each slot goes through when not sent by the batch sink.
         self._send = send
@@ -92,12 +104,22 @@ class Publisher:
         self.outage = Outage(logger, "beat: the broker answers again (after: %(cause)s)")
         self._runner = Runner("hashbeat-publish")
         self._unbatched = Once()
+        #: Since when (monotonic seconds) publishes have been tried and none reached the
+        #: broker; None while they do.
+        self.failing_since: float | None = None
+        self._failed_at = 0.0
 
     # The connection and what lives on it ------------------------------------------------------
 
     @cached_property
     def connection(self) -> Any:
-        return self.app.connection_for_write()
+        connection = self.app.connection_for_write()
+        if connection.transport_options is None:
+            connection.transport_options = {}
+        options = connection.transport_options  # the connection's own copy of the app's
+        for name in SOCKET_BOUNDS.get(connection.transport.driver_type, ()):
+            options.setdefault(name, self.timeout_s)
+        return connection
 
     @cached_property
     def producer(self) -> Any:
@@ -118,7 +140,7 @@ class Publisher:
             if self._unbatched.first():
                 logger.info("beat: publishing one message at a time: the batch path %s", why)
             return None
-        return BulkSink(self.app, self.producer, self._announce, self._sent)
+        return BulkSink(self.app, self.producer, self._announce, self._sent, self._entries)
 
     @cached_property
     def transient_errors(self) -> tuple[type[BaseException], ...]:
@@ -169,21 +191,70 @@ class Publisher:
         else:
             batch = Bulk(slots, sink, self.send_slot, self.transient_errors, self.connect, CHUNK)
 
+        hung: list[float] = []
+
         def give_up() -> bool:
             if self._stop.requested:
                 batch.cancel()
                 return self._stop.overdue()
-            if batch.in_flight_for() > self.timeout_s:
-                logger.error(
-                    "beat: the broker has not answered a publish for %.0fs; leaving it behind "
-                    "(its slot may or may not arrive) and retrying the rest on a new connection",
-                    self.timeout_s,
-                )
+            waited = batch.in_flight_for()
+            if waited > self.timeout_s:
+                hung.append(waited)
                 return True
             return not leading()
 
+        began = time.monotonic()
         self._wait_for(batch.run, give_up)
-        return batch.settle()
+        settled = batch.settle()
+        if hung:
+            self.outage.failed(
+                TimeoutError(f"no answer for {hung[0]:.0f}s"),
+                "beat: the broker has not answered for %.0fs (connect, channel or publish); "
+                "leaving that call behind (a message under way may or may not arrive) and "
+                "trying again on a new connection",
+                self.timeout_s,
+                level=logging.ERROR,
+            )
+        self._tally(began, settled, bool(hung))
+        return settled
+
+    def _tally(self, began: float, settled: list[Settled[Entry]], hung: bool) -> None:
+        """Keep ``failing_since``: cleared by a message that went out, set by a publish that
+        sent nothing because the broker did not answer or refused. Failures count as one run
+        only while they follow each other (a failed slot is retried a second later): one long
+        after the last starts a new run."""
+        now = time.monotonic()
+        if any(each.outcome is Outcome.SENT for each in settled):
+            self.failing_since = None
+        elif hung or any(each.outcome in (Outcome.FAILED, Outcome.UNKNOWN) for each in settled):
+            lapsed = now - self._failed_at > self.timeout_s + 2 * PUBLISH_RETRY_MS / 1000
+            if self.failing_since is None or lapsed:
+                self.failing_since = began
+            self._failed_at = now
+
+    @property
+    def stuck(self) -> bool:
+        """Whether nothing has reached the broker for longer than a publish may wait."""
+        since = self.failing_since
+        return since is not None and time.monotonic() - since >= self.timeout_s
+
+    def probe(self) -> bool:
+        """Whether the broker takes a connection now, waiting no longer than a publish may
+        (for a beat that gave up the lease over a stuck broker: it leads again once it does)."""
+        began = time.monotonic()
+        try:
+            self._runner.call(
+                self.connect,
+                give_up=lambda: self._stop.overdue() or time.monotonic() - began > self.timeout_s,
+            )
+        except Abandoned:
+            self.drop_connection()
+            return False
+        except Exception:
+            return False
+        self.failing_since = None
+        self.outage.answered()
+        return True
 
     def send_each(
         self, runs: list[tuple[R, int]], send_one: Callable[[R, int], None]

@@ -34,7 +34,7 @@ from celery_hashbeat.publish.transports.producer import ProducerOutput
 from celery_hashbeat.publish.transports.redis import RedisPipeline
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
 
     from celery import Celery
 
@@ -47,6 +47,10 @@ BATCH_DRIVERS = ("redis", "amqp")
 #: Plans kept at most, each about 2 KB with its stencil (mostly the message itself): enough for
 #: bursts of this many entries to be made from stencils; entries beyond it are planned per slot.
 PLANS = 20_000
+
+#: Plans of entries gone from the schedule are swept out once at least this many plans were
+#: made since the last sweep, and at least as many as that sweep kept (a sweep is one pass).
+SWEEP_AFTER = 64
 
 
 def unsupported(producer: Any) -> str | None:
@@ -92,12 +96,18 @@ class BulkSink:
         producer: Any,
         announce: Callable[[Entry, str, str], None],
         done: Callable[[Entry], None],
+        entries: Mapping[str, Entry],
     ) -> None:
         self.app = app
         self.producer = producer
         self._announce = announce
         self._done = done
+        #: The schedule's entries, live: a plan is kept only while its entry is in it.
+        self._entries = entries
         self._plans: dict[str, Plan] = {}
+        #: Plans made since the last sweep of the kept ones, and how many that sweep kept.
+        self._made = 0
+        self._swept_to = 0
         self._next: Plan | None = None
         self._declared: set[int] = set()
         self._origin_of = (0, "")
@@ -312,7 +322,25 @@ class BulkSink:
     def _plan(self, entry: Entry) -> Plan | None:
         """A new plan for the entry, kept if there is room and its routes are fixed."""
         plan = make_plan(self.app, entry, self._defaults)
+        self._made += 1
+        if self._made >= max(SWEEP_AFTER, self._swept_to):
+            self._sweep()
         room = entry.name in self._plans or len(self._plans) < PLANS
         if plan is not None and self._fixed_routes and room:
             self._plans[entry.name] = plan
         return plan
+
+    def _sweep(self) -> None:
+        """Forget the plans whose entry left the schedule or changed since: a plan lives as
+        long as its entry, and the plans kept never number more than twice the entries (plus
+        ``SWEEP_AFTER``)."""
+        self._made = 0
+        entries = self._entries
+        stale = [
+            name
+            for name, plan in self._plans.items()
+            if (entry := entries.get(name)) is None or not plan.current(entry)
+        ]
+        for name in stale:
+            del self._plans[name]
+        self._swept_to = len(self._plans)

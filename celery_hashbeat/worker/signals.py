@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import socket
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from billiard.exceptions import WorkerLostError
 from celery.signals import task_failure, task_postrun, task_prerun, task_received, task_revoked
 
+from celery_hashbeat._logs import RUN_LEASES
 from celery_hashbeat.worker.headers import SlotMessage, read
 from celery_hashbeat.worker.leases import RunKeeper
 from celery_hashbeat.worker.outcomes import OutcomeWriter, TaskHistory
@@ -32,6 +33,8 @@ if TYPE_CHECKING:
 #: Slot tasks the main process remembers (received, not yet seen to end); the oldest are
 #: forgotten first.
 REMEMBERED = 10_000
+
+logger = RUN_LEASES
 
 
 class Received:
@@ -97,24 +100,51 @@ def _on_postrun(task_id: str = "", task: Any = None, state: str | None = None, *
 
 @task_revoked.connect(weak=False)
 def _on_revoked(
-    request: Any = None, terminated: bool = False, expired: bool = False, **_: Any
+    sender: Any = None,
+    request: Any = None,
+    terminated: bool = False,
+    expired: bool = False,
+    **_: Any,
 ) -> None:
     why = "expired" if expired else "revoked and terminated" if terminated else "revoked"
-    _ended_unseen(getattr(request, "app", None), getattr(request, "id", ""), why)
+    _ended_unseen(_app_of(sender, request), getattr(request, "id", None) or "", why, request)
 
 
 @task_failure.connect(weak=False)
 def _on_failure(sender: Any = None, task_id: str = "", exception: Any = None, **_: Any) -> None:
     # Any other failure the history has from the process that ran the task, in task_postrun.
     why = "worker lost" if isinstance(exception, WorkerLostError) else None
-    _ended_unseen(getattr(sender, "app", None), task_id, why)
+    _ended_unseen(_app_of(sender), task_id, why)
 
 
-def _ended_unseen(app: Celery | None, task_id: str, why: str | None) -> None:
+def _app_of(*carriers: Any) -> Celery | None:
+    """The app of a signal's task: its sender (the task) first, since the request Celery 5.7
+    passes to ``task_revoked`` has no ``app``."""
+    for carrier in carriers:
+        app = getattr(carrier, "app", None)
+        if app is not None:
+            return cast("Celery", app)
+    return None
+
+
+def _ended_unseen(app: Celery | None, task_id: str, why: str | None, request: Any = None) -> None:
     """In the main process: a slot task ended, maybe without its own process saying so. Its run
-    lease is released; the history records it failed when ``why`` says it was lost."""
+    lease is released; the history records it failed when ``why`` says it was lost. The task is
+    known from what its message said when received, or else from ``request``'s headers."""
     found = received.pop(task_id)
-    if found is None or app is None:
+    if found is None:
+        message = read(request)
+        if message is None:
+            return
+        found = (message, str(getattr(request, "hostname", None) or socket.gethostname()))
+    if app is None:
+        logger.warning(
+            "hashbeat: task %s of entry %s ended (%s) but its app is unknown here; its run lease "
+            "lapses after hashbeat_running_ttl",
+            task_id,
+            found[0].entry,
+            why or "ended",
+        )
         return
     message, node = found
     if message.run_ttl_ms is not None:

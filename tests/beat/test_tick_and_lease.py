@@ -238,8 +238,9 @@ def test_idle_tick_sleeps_exactly_until_the_next_slot(
     clock.now = T0 + (offset - 250) / 1000
     assert beat.tick() == pytest.approx(0.25, abs=1e-6)
     clock.now = T0 + (offset - 5000) / 1000
-    # The next read of the runtime controls comes first (before the lease renewal, 1 s).
-    assert beat.tick() == pytest.approx(POLL_S, abs=0.05)
+    # The next read of the runtime controls comes first (before the lease renewal, 1 s); it is
+    # due on the real monotonic clock, so a loaded machine may already have used some of it.
+    assert 0 < beat.tick() <= POLL_S
 
 
 def test_standby_and_handover_on_close(

@@ -5,10 +5,10 @@ Environment: ``HASHBEAT_CHAOS_BROKER``, ``HASHBEAT_CHAOS_STORE``, ``HASHBEAT_CHA
 ``HASHBEAT_CHAOS_QUEUE``, ``HASHBEAT_CHAOS_TTL`` (seconds), ``HASHBEAT_CHAOS_CATCH_UP``,
 ``HASHBEAT_CHAOS_SCHEDULE`` (a name from ``schedule_for``), ``HASHBEAT_CHAOS_HTTP_PORT`` (serve
 /metrics and the probes there; unset: no HTTP) and, optionally,
+``HASHBEAT_CHAOS_CONFIRMS=1`` turns publisher confirms on (RabbitMQ's ``confirm_publish``), and
 ``HASHBEAT_CHAOS_PUBLISH_LOG``: a file where the beat appends ``entry, slot, publish time`` after
 every publish, for the punctuality benchmark; ``HASHBEAT_CHAOS_IDLE_THREAD=1`` starts an idle
 thread at import, as error trackers and metrics exporters do (a signal may then reach any thread).
-``HASHBEAT_CHAOS_RUNNING_TTL`` sets ``hashbeat_running_ttl`` (seconds);
 ``HASHBEAT_CHAOS_CLOCK_FILE`` names a file holding a clock offset in seconds, read on SIGUSR2: the
 beat's wall clock steps by it (a clock a test must move is the one thing not real here).
 """
@@ -69,6 +69,17 @@ def schedule_for(name: str) -> dict[str, dict[str, Any]]:
                 "catch_up": "skip",
             },
         }
+    if kind == "bad-exchange":
+        # Beside a good entry, one whose messages name an exchange the broker does not have
+        # (with a routing key: a direct exchange without one is Celery's default exchange).
+        return {
+            "every-second": {"task": TASK, "schedule": hashcron("*/1 * * * * *")},
+            "bad-exchange": {
+                "task": TASK,
+                "schedule": hashcron("*/1 * * * * *"),
+                "options": {"exchange": "no-such-exchange", "routing_key": "nowhere"},
+            },
+        }
     if kind == "burst":
         return {
             f"burst-{i}": {"task": TASK, "schedule": hashcron("* * * * * *")}
@@ -81,9 +92,10 @@ def schedule_for(name: str) -> dict[str, dict[str, Any]]:
             for name, spec in chaos_schedule().items()
         }
     if kind == "overlap":
-        # Every slot claimed with its run lease (docs/design.md §12); no worker runs, so the
-        # lease lapses (HASHBEAT_CHAOS_RUNNING_TTL) before the next slot.
-        return {name: {**spec, "overlap": "skip"} for name, spec in chaos_schedule().items()}
+        # Every slot claimed with its run lease (docs/design.md §12), taking it over from the run
+        # before (no worker runs to end it): "replace" sends every slot, so the judge can ask
+        # for all of them, where "skip" would rightly drop those of a catch-up burst.
+        return {name: {**spec, "overlap": "replace"} for name, spec in chaos_schedule().items()}
     if kind == "fan-out":
         # One copy per named worker, each to that worker's direct queue (docs/design.md §11).
         return {
@@ -139,8 +151,8 @@ app.conf.update(
     hashbeat_http_port=os.environ.get("HASHBEAT_CHAOS_HTTP_PORT") or None,
     worker_direct=True,
 )
-if os.environ.get("HASHBEAT_CHAOS_RUNNING_TTL"):
-    app.conf.hashbeat_running_ttl = float(os.environ["HASHBEAT_CHAOS_RUNNING_TTL"])
+if env("CONFIRMS", "0") == "1":
+    app.conf.broker_transport_options = {"confirm_publish": True}
 
 
 @app.task(name=TASK)

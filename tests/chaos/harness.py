@@ -30,8 +30,6 @@ from tests.support.processes import Process, ProcessGroup, celery_beat_args, wai
 
 #: The beat's line for a slot whose publish may or may not have reached the broker.
 AMBIGUOUS = re.compile(r"beat: (\S+) slot (\S+) may or may not have reached the broker")
-#: The beat's line for a slot its entry's overlap policy skipped (a run still held the lease).
-OVERLAP_SKIPPED = re.compile(r"beat: (\S+) slot (\S+) skipped: its previous run")
 
 APP = "tests.chaos.app"
 
@@ -435,8 +433,7 @@ class Cluster:
 
         wait_until(idle, timeout, interval=0.05)
 
-    def problems(self, excused: frozenset[tuple[str, int]] = frozenset()) -> list[str]:
-        """The judge's findings; ``excused`` slots (besides the ambiguous ones) may be missing."""
+    def problems(self) -> list[str]:
         return [
             *(f"malformed message: {text}" for text in self.recorder.malformed),
             *problems(
@@ -446,20 +443,16 @@ class Cluster:
                 wipes=self.wipes,
                 until=self.stopped_at,
                 fences=self.fences,
-                ambiguous=self.ambiguous() | excused,
+                ambiguous=self.ambiguous(),
             ),
         ]
 
     def ambiguous(self) -> frozenset[tuple[str, int]]:
         """The slots the beats logged as perhaps sent, perhaps not."""
-        return self.logged(AMBIGUOUS)
-
-    def logged(self, line: re.Pattern[str]) -> frozenset[tuple[str, int]]:
-        """The (entry, slot) pairs of the beats' log lines that ``line`` matches."""
         found = set()
         for process in self.processes.started:
             text = process.log.read_text(errors="replace") if process.log.exists() else ""
-            for entry, when in line.findall(text):
+            for entry, when in AMBIGUOUS.findall(text):
                 found.add((entry, to_ms(datetime.fromisoformat(when))))
         return frozenset(found)
 

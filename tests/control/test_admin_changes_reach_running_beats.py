@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
-from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
@@ -17,7 +15,6 @@ from celery import Celery
 from celery.utils.nodenames import worker_direct
 
 from celery_hashbeat import Scheduler, hashcron
-from celery_hashbeat.control import polling as control
 from celery_hashbeat.control.admin import AdminError, ScheduleAdmin, UnknownEntryError
 from celery_hashbeat.entries.building import as_definition, build_entry
 from celery_hashbeat.entries.sharing import SharedSlots
@@ -25,35 +22,10 @@ from celery_hashbeat.expr.slots import to_datetime
 from celery_hashbeat.observe.history import decode
 from celery_hashbeat.publish.message import slot_task_id
 from celery_hashbeat.settings import Settings
-from tests.support.beat_fixtures import START, Broker, Clock, Make, drain, iso, run_for
+from tests.control.fixtures import read
+from tests.support.beat_fixtures import START, Broker, Clock, Make, iso, run_for
 
 EVERY_SECOND = hashcron("* * * * * *")
-POLL_S = 0.01
-
-
-def read(*beats: Scheduler) -> None:
-    """Let the poll interval pass, then tick each beat until it settles."""
-    time.sleep(POLL_S * 1.5)
-    for beat in beats:
-        drain(beat)
-
-
-@pytest.fixture(autouse=True)
-def poll_every_tick(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(control, "POLL_S", POLL_S)
-
-
-def report(*args: object, **kwargs: object) -> None:
-    """The task stored entries run (registered, as ScheduleAdmin checks by default)."""
-
-
-@pytest.fixture
-def admin(app: Celery, clock: Clock) -> Iterator[ScheduleAdmin]:
-    app.task(name="shop.report")(report)
-    made = ScheduleAdmin(app)
-    made.clock = clock
-    yield made
-    made.close()
 
 
 def second(clock: Clock, *beats: Scheduler, seconds: float = 1) -> None:

@@ -27,7 +27,7 @@ EVERY_2S = "*/2 * * * * *"
 
 #: The run TTL of the scenarios: short, so that a lease lapses within the test, and shorter than
 #: the long runs, so that those live only by being renewed.
-RUNNING_TTL = 3.0
+RUNNING_TTL = float(os.environ.get("HASHBEAT_WORKERS_RUNNING_TTL", "3.0"))
 
 
 def overlap_schedule() -> dict[str, dict[str, Any]]:
@@ -87,11 +87,39 @@ def control_schedule() -> dict[str, dict[str, Any]]:
     return {"configured": {"task": "workers.run", "schedule": hashcron(EVERY_2S)}}
 
 
+def revoke_schedule() -> dict[str, dict[str, Any]]:
+    """One guarded entry every 2 s whose runs last a minute: only a revoke ends one early."""
+    return {
+        "long": {
+            "task": "workers.run",
+            "schedule": hashcron(EVERY_2S),
+            "overlap": "skip",
+            "kwargs": {"seconds": 60},
+            "catch_up": "skip",
+        }
+    }
+
+
+def trigger_schedule() -> dict[str, dict[str, Any]]:
+    """One guarded entry whose slots never come during a test: it runs only when triggered
+    (tests/worker/test_triggers_follow_overlap.py), 8 s each run."""
+    return {
+        "guarded": {
+            "task": "workers.run",
+            "schedule": hashcron("H H 1 1 *"),
+            "overlap": "skip",
+            "kwargs": {"seconds": 8},
+        }
+    }
+
+
 SCHEDULES = {
+    "revoke": revoke_schedule,
     "overlap": overlap_schedule,
     "fanout": fanout_schedule,
     "history": history_schedule,
     "control": control_schedule,
+    "trigger": trigger_schedule,
 }
 
 app = Celery("hashbeat-workers")

@@ -15,19 +15,33 @@ each message as it publishes it. Here a chunk goes on a channel of the batch's o
 mode, written at once as above, and then the broker's answers are read: an ack is a message the
 broker took, a nack one it may not have (kept as unknown, never sent twice), and no answer within
 ``CONFIRM_WAIT`` leaves the whole chunk unknown.
+
+A message the broker cannot route to an exchange (one it does not have) makes RabbitMQ close the
+channel, and discard whatever else comes on that channel until the client acknowledges the close
+(AMQP 0-9-1, Channel.Close). So the broker's answer is read after every chunk: with confirms by
+waiting for them, without by one synchronous no-op on the channel (a ``basic.qos`` that changes
+nothing), after which every message before it has been handled. When the channel was closed, the
+refusal is put on the message that caused it (the first of the chunk to the exchange the broker
+names): that slot is dropped; the ones before it went out (the broker handles a channel's frames
+in order); the ones after it surely did not arrive, and are written again on the channel py-amqp
+reopens (docs/design.md §15). An exchange found missing is remembered, so later slots to it are
+dropped without a write, and a new plan's exchange is looked up (a passive declare, once per
+exchange) before its first message goes.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import amqp
 from celery import signals
-from kombu import Producer
+from kombu import Exchange, Producer
 
 from celery_hashbeat.publish.batch import MayHaveGone
 from celery_hashbeat.publish.message import SLOT_HEADER, TASK_ID_HEADER
+from celery_hashbeat.publish.transports.refusals import Answer, no_such_exchange, sort_out
 from celery_hashbeat.publish.transports.stencil import Signal, signal_for
 
 if TYPE_CHECKING:
@@ -39,6 +53,10 @@ if TYPE_CHECKING:
 #: The longest wait for the broker's next confirm (seconds) before the chunk is given up as
 #: unknown; the scheduler leaves a publish behind sooner if it waits longer than its timeout.
 CONFIRM_WAIT = 10.0
+
+#: An exchange found missing is looked up again after this long (seconds): until then its
+#: messages are dropped without being written.
+MISSING_RECHECK_S = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,10 +92,17 @@ class FrameStencil:
 
 
 class Frames(NamedTuple):
-    """One message's frames, and the (connection, channel) they were made for."""
+    """One message's frames, the (connection, channel) they were made for, and the exchange
+    they are published to (the name; "" for the default exchange)."""
 
     channel: tuple[int, int]
     data: bytes
+    exchange: str
+
+
+def exchange_name(plan: Plan) -> str:
+    exchange = plan.destination.exchange
+    return str(exchange.name if isinstance(exchange, Exchange) else exchange or "")
 
 
 def coalescable(producer: Any) -> bool:
@@ -95,7 +120,7 @@ class Confirms:
 
     def __init__(self, connection: Any) -> None:
         self.channel = connection.channel()
-        self.channel.confirm_select()
+        self.reset()
         # py-amqp's confirming publish waits for each answer: this channel's publishes do not.
         self.channel.basic_publish = self.channel._basic_publish
         self.channel.events["basic_ack"].add(
@@ -104,9 +129,24 @@ class Confirms:
         self.channel.events["basic_nack"].add(
             lambda tag, multiple: self._answer(tag, multiple, False)
         )
+
+    def reset(self) -> None:
+        """Put the channel in confirm mode, numbering from 1: when made, and after the broker
+        closed it (py-amqp reopens it under the same number, not in confirm mode)."""
+        self.channel.confirm_select()
         self.sent = 0  # messages published on the channel so far
         self._answered_to = 0  # every message up to this one has its answer
         self._answers: dict[int, bool] = {}
+
+    def answered(self, count: int) -> list[Answer]:
+        """The answers to the last ``count`` messages so far, after a wait cut short: None
+        (taken), a ``MayHaveGone`` (nacked) or False (no answer yet)."""
+        first = self.sent - count + 1
+        found: list[Answer] = []
+        for number in range(first, self.sent + 1):
+            taken = self._answers.get(number)
+            found.append(False if taken is None else None if taken else _nacked())
+        return found
 
     def _answer(self, tag: int, multiple: bool, taken: bool) -> None:
         for number in range(self._answered_to + 1, tag + 1) if multiple else (tag,):
@@ -126,7 +166,11 @@ class Confirms:
                 connection.drain_events(timeout=CONFIRM_WAIT)  # raises if nothing comes
         self._answered_to = max(self._answered_to, self.sent)
         answers = [self._answers.pop(n) for n in range(first, self.sent + 1)]
-        return [None if taken else MayHaveGone("the broker nacked it") for taken in answers]
+        return [None if taken else _nacked() for taken in answers]
+
+
+def _nacked() -> MayHaveGone:
+    return MayHaveGone("the broker nacked it")
 
 
 class AmqpWrites:
@@ -139,9 +183,13 @@ class AmqpWrites:
     def __init__(self, producer: Any, single: Callable[[Any], ProducerOutput]) -> None:
         self.producer = producer
         self._single = single
-        self._frames: list[bytes] = []
-        self._messages = 0
+        self._messages: list[Frames] = []
         self.transport: Any = None
+        #: Exchanges the broker said it does not have, with when it said so (monotonic s).
+        self._missing: dict[str, float] = {}
+        #: Exchanges the broker said it has (looked up once per connection).
+        self._present: set[str] = {""}
+        self._probe: Any = None
         self._fresh()
 
     def _fresh(self) -> None:
@@ -149,9 +197,11 @@ class AmqpWrites:
         confirms need a channel on it). A chunk ends on the transport it began on."""
         connection = self.producer.connection
         transport = connection.connection.transport
-        if self._frames or transport is self.transport:
+        if self._messages or transport is self.transport:
             return
         self.transport = transport
+        self._present = {""}
+        self._probe = None
         self._confirms = Confirms(connection) if connection.connection.confirm_publish else None
         publisher = self.producer
         if self._confirms is not None:
@@ -173,7 +223,7 @@ class AmqpWrites:
             self._output.publish(message)
         finally:
             transport._write = write
-        frames = Frames(self._channel(), b"".join(held))
+        frames = Frames(self._channel(), b"".join(held), exchange_name(plan))
         if encoded is not None and plan.expires is None and plan.stencil is None:
             signal = (headers, body) if signals.after_task_publish.receivers else None
             plan.stencil = FrameStencil.make(
@@ -195,31 +245,99 @@ class AmqpWrites:
         ):
             plan.stencil = None  # the next message made in full makes a new one
             return None
-        return Frames(stencil.channel, stencil.frames_for(task_id, when))
+        return Frames(stencil.channel, stencil.frames_for(task_id, when), exchange_name(plan))
 
     def put(self, frames: Frames) -> bool:
         """Buffer a message's frames for the next ``flush``; False if they were made for a
-        channel this chunk is not on (a reconnect since)."""
+        channel this chunk is not on (a reconnect since). Raises ``Undeliverable`` for an
+        exchange the broker does not have."""
         self._fresh()
         if frames.channel != self._channel():
             return False
-        self._frames.append(frames.data)
-        self._messages += 1
+        self._check(frames.exchange)
+        self._messages.append(frames)
         return True
+
+    def _check(self, exchange: str) -> None:
+        """Refuse a message to an exchange the broker lately said it does not have; look an
+        exchange up before its first message (a passive declare on a channel of its own, which
+        the broker closes if the exchange is missing)."""
+        if exchange in self._present:
+            return
+        learnt = self._missing.get(exchange)
+        if learnt is None or time.monotonic() - learnt >= MISSING_RECHECK_S:
+            if self._probe is None:
+                self._probe = self.producer.connection.connection.channel()
+            try:
+                self._probe.exchange_declare(exchange, "direct", passive=True)
+            except amqp.NotFound as exc:  # py-amqp reopens the probe's channel
+                self._missing[exchange] = time.monotonic()
+                raise no_such_exchange(exchange, exc) from None
+            except amqp.ChannelError:  # refused to say (access): the publish will tell
+                pass
+            self._present.add(exchange)
+            self._missing.pop(exchange, None)
+            return
+        raise no_such_exchange(exchange, None)
 
     def _channel(self) -> tuple[int, int]:
         channel = self._output.producer.channel
         return (id(channel.connection), channel.channel_id)
 
     def flush(self) -> list[BaseException | None]:
-        frames, self._frames = self._frames, []
-        count, self._messages = self._messages, 0
-        if frames:
-            self.transport.write(b"".join(frames))
-        if self._confirms is not None and count:
+        """Write the buffered messages and read the broker's answer to them. If the broker
+        closed the channel over one of them, that one is refused, the ones after it (which the
+        broker discarded) are written again on the reopened channel, and so on."""
+        messages, self._messages = self._messages, []
+        verdicts: list[BaseException | None] = [None] * len(messages)
+        todo = list(range(len(messages)))
+        while todo:
+            self.transport.write(b"".join(messages[index].data for index in todo))
+            try:
+                answers = self._answers(len(todo))
+            except amqp.ChannelError as exc:  # the broker closed the channel
+                todo = self._closed(exc, [messages[index] for index in todo], todo, verdicts)
+                continue
+            for index, answer in zip(todo, answers, strict=True):
+                verdicts[index] = answer
+            todo = []
+        return verdicts
+
+    def _closed(
+        self,
+        exc: BaseException,
+        messages: list[Frames],
+        todo: list[int],
+        verdicts: list[BaseException | None],
+    ) -> list[int]:
+        """Settle the messages of a write whose channel the broker closed (``refusals``);
+        those that must be written again."""
+        confirms = self._confirms
+        answers: list[Answer] = (
+            [False] * len(todo) if confirms is None else confirms.answered(len(todo))
+        )
+        out = sort_out(exc, [message.exchange for message in messages], answers)
+        if out.missing is not None:
+            self._missing[out.missing] = time.monotonic()
+            self._present.discard(out.missing)
+        self._reopened()
+        for position, verdict in out.verdicts.items():
+            verdicts[todo[position]] = verdict
+        return [todo[position] for position in out.again]
+
+    def _answers(self, count: int) -> list[BaseException | None]:
+        """Wait until the broker has handled the last ``count`` messages written: their
+        confirms, or (without confirms) the answer to a no-op sent after them."""
+        if self._confirms is not None:
             return self._confirms.wait(self.producer.connection, count)
+        self._output.producer.channel.basic_qos(0, 0, False)
         return [None] * count
 
+    def _reopened(self) -> None:
+        """After the broker closed the channel: py-amqp has opened it again (same number, so the
+        frames made for it still fit); a confirming channel is put back in confirm mode."""
+        if self._confirms is not None:
+            self._confirms.reset()
+
     def discard(self) -> None:
-        self._frames = []
-        self._messages = 0
+        self._messages = []

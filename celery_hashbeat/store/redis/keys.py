@@ -43,6 +43,11 @@ class Keys:
         #: the slots their claimers surely did not send, ``<slot>|<entry>``, for the leader.
         self.claimed = tag + "claimed"
         self.handed = tag + "handed"
+        #: Names whose records were all removed, a sorted set: name -> when (server ms); and a
+        #: hash whose field "version" is the newest version of a removed name's mark dropped
+        #: from ``changes`` (store/retention.py).
+        self.removed = tag + "removed"
+        self.changes_floor = tag + "changes-floor"
 
     def running(self, entry: str) -> str:
         """``entry``'s run lease."""

@@ -14,14 +14,22 @@ are Lua functions that scripts put before their own text. The scripts are text o
 registers them (Connection.script) and Redis runs them by their SHA.
 """
 
+from celery_hashbeat.store.retention import GONE_TTL_MS, HISTORY_TTL_MS
+
 # Helper, put before the scripts that carry history: record(prefix, cap, first, last) appends the
 # (entry, record) pairs ARGV[first..last] to the lists prefix .. entry, each trimmed to its newest
-# cap records.
-RECORD_HISTORY = """
+# cap records and living HISTORY_TTL_MS after its last record (store/retention.py), except a
+# history whose entry was forgotten (GONE_TTL_MS or less left): a late record does not revive it.
+RECORD_HISTORY = f"""
 local function record(prefix, cap, first, last)
   for i = first, last, 2 do
-    redis.call('LPUSH', prefix .. ARGV[i], ARGV[i + 1])
-    redis.call('LTRIM', prefix .. ARGV[i], 0, cap - 1)
+    local key = prefix .. ARGV[i]
+    local left = redis.call('PTTL', key)
+    redis.call('LPUSH', key, ARGV[i + 1])
+    redis.call('LTRIM', key, 0, cap - 1)
+    if left < 0 or left > {GONE_TTL_MS} then
+      redis.call('PEXPIRE', key, {HISTORY_TTL_MS})
+    end
   end
 end
 """
@@ -339,6 +347,24 @@ end
 return 1
 """
 
+# Shortens the life of forgotten entries' histories (store/retention.py).
+# KEYS[1]     the history prefix, {p}:history:
+# ARGV[1]     the life left to each, in milliseconds (GONE_TTL_MS)
+# ARGV[2..]   the entries' names
+# Returns     1
+# Guarantee   a history that exists lives at most ARGV[1] more (a later record gives it the life
+#             of any history again); none is made or lengthened here.
+RETIRE_HISTORY_SCRIPT = """
+local life = tonumber(ARGV[1])
+for i = 2, #ARGV do
+  local left = redis.call('PTTL', KEYS[1] .. ARGV[i])
+  if left == -1 or left > life then
+    redis.call('PEXPIRE', KEYS[1] .. ARGV[i], life)
+  end
+end
+return 1
+"""
+
 # Records that a beat is alive, and forgets the beats whose heartbeat expired.
 # KEYS[1]     the heartbeats, {p}:beats (token -> role|last seen|expires|d<schedule digest>)
 # ARGV[1]     the beat's token
@@ -431,11 +457,15 @@ redis.call('SET', KEYS[2], ARGV[2])
 return 1
 """
 
-# Sets or deletes one name's stored definition and pause record (store/controls.py).
+# Sets or deletes one name's stored definition and pause record (store/controls.py), and drops
+# the marks of names removed GONE_TTL_MS or more ago (store/retention.py).
 # KEYS[1]     the version, {p}:version
 # KEYS[2]     the changes, {p}:changes (name -> the version of its last change)
 # KEYS[3]     the definitions, {p}:defs
 # KEYS[4]     the pause records, {p}:paused
+# KEYS[5]     the removed names, {p}:removed (name -> when its last record went, server ms)
+# KEYS[6]     the floor of the changes, {p}:changes-floor (a hash: "version" -> the newest
+#             version of a dropped mark)
 # ARGV[1]     the name
 # ARGV[2]     what must hold first: "present" (a definition is stored), "absent" (none is), or
 #             "" (nothing)
@@ -443,12 +473,15 @@ return 1
 # ARGV[4]     the definition to set (JSON), else ""
 # ARGV[5]     what to do to the pause record: "set", "del" or "keep"
 # ARGV[6]     the pause record to set (JSON), else ""
+# ARGV[7]     how long a removed name's mark is kept, in milliseconds (GONE_TTL_MS)
 # Returns     the new version, or -1 when what must hold did not (and nothing changed)
 # Guarantee   the check, the writes, the new version and the name's mark are one step, so a
 #             reader sees all of an edit or none of it, and an edit that requires a state never
 #             lands on another; not lease-checked, since operators edit whether or not a beat
-#             runs.
+#             runs. A mark is dropped only with the floor raised past it, so a reader from an
+#             older version reads everything (READ_CHANGES) and misses no removal.
 EDIT_CONTROLS_SCRIPT = """
+if redis.replicate_commands then redis.replicate_commands() end
 local stored = redis.call('HEXISTS', KEYS[3], ARGV[1]) == 1
 if (ARGV[2] == 'present' and not stored) or (ARGV[2] == 'absent' and stored) then
   return -1
@@ -463,6 +496,46 @@ for i, key in ipairs({KEYS[3], KEYS[4]}) do
 end
 local version = redis.call('INCR', KEYS[1])
 redis.call('ZADD', KEYS[2], version, ARGV[1])
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local present = redis.call('HEXISTS', KEYS[3], ARGV[1]) + redis.call('HEXISTS', KEYS[4], ARGV[1])
+if present == 0 then
+  redis.call('ZADD', KEYS[5], now, ARGV[1])
+else
+  redis.call('ZREM', KEYS[5], ARGV[1])
+end
+local old = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', now - tonumber(ARGV[7]))
+if #old > 0 then
+  local floor = tonumber(redis.call('HGET', KEYS[6], 'version') or '0')
+  for _, name in ipairs(old) do
+    floor = math.max(floor, tonumber(redis.call('ZSCORE', KEYS[2], name) or '0'))
+    redis.call('ZREM', KEYS[2], name)
+    redis.call('ZREM', KEYS[5], name)
+  end
+  redis.call('HSET', KEYS[6], 'version', floor)
+end
+return version
+"""
+
+# Replaces one stored definition if it is still the one the caller read (compare-and-set).
+# KEYS[1]     the version, {p}:version
+# KEYS[2]     the changes, {p}:changes
+# KEYS[3]     the definitions, {p}:defs
+# ARGV[1]     the name
+# ARGV[2]     the definition the caller read (JSON)
+# ARGV[3]     the definition to store instead (JSON)
+# Returns     the new version, or -1 when the stored definition is another or gone (nothing
+#             changed)
+# Guarantee   the comparison, the write, the new version and the name's mark are one step, so of
+#             two updates that read the same definition one lands and the other is told; not
+#             lease-checked, since operators edit whether or not a beat runs.
+SWAP_DEFINITION_SCRIPT = """
+if redis.call('HGET', KEYS[3], ARGV[1]) ~= ARGV[2] then
+  return -1
+end
+redis.call('HSET', KEYS[3], ARGV[1], ARGV[3])
+local version = redis.call('INCR', KEYS[1])
+redis.call('ZADD', KEYS[2], version, ARGV[1])
 return version
 """
 
@@ -472,21 +545,24 @@ return version
 # KEYS[3]     the definitions, {p}:defs
 # KEYS[4]     the pause records, {p}:paused
 # KEYS[5]     the triggers waiting, {p}:triggers
-# KEYS[6]     the slots handed over, {p}:handed
+# KEYS[6]     the floor of the changes, {p}:changes-floor
+# KEYS[7]     the slots handed over, {p}:handed
 # ARGV[1]     the version the caller last saw (0 for none)
 # Returns     {version, 1 if every name is listed else 0, the number of triggers waiting, the
 #             number of slots handed over}, then
 #             (name, definition or "", pause record or "") for each name changed after ARGV[1];
 #             no names for a caller already at the version
 # Guarantee   one consistent read: the records are those of the version returned, so a reader
-#             that asks again from that version misses no change.
+#             that asks again from that version misses no change; a reader from before the floor
+#             (a removal's mark it never saw was dropped) gets every name.
 READ_CHANGES_SCRIPT = """
 local version = tonumber(redis.call('GET', KEYS[1]) or '0')
 local since = tonumber(ARGV[1])
-local out = {version, 0, redis.call('LLEN', KEYS[5]), redis.call('SCARD', KEYS[6])}
+local out = {version, 0, redis.call('LLEN', KEYS[5]), redis.call('SCARD', KEYS[7])}
 if since == version then return out end
 local low = '(' .. since
-if since == 0 or since > version then
+local floor = tonumber(redis.call('HGET', KEYS[6], 'version') or '0')
+if since == 0 or since > version or since < floor then
   out[2] = 1
   low = '-inf'
 end

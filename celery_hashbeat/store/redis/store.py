@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
+from celery_hashbeat.store import retention
 from celery_hashbeat.store.base import (
     HANDOVER_KEEP_MS,
     HISTORY_CAP,
@@ -46,6 +47,7 @@ from celery_hashbeat.store.redis.scripts import (
     RELEASE_SCRIPT,
     RENEW_RUNS_SCRIPT,
     RENEW_SCRIPT,
+    RETIRE_HISTORY_SCRIPT,
     SHARE_SCRIPT,
     TAKE_HANDED_SCRIPT,
     UNCLAIM_SCRIPT,
@@ -98,6 +100,7 @@ class RedisStore(Store):
         self._release_run = script(RELEASE_RUN_SCRIPT)
         self._share = script(SHARE_SCRIPT)
         self._record = script(RECORD_SCRIPT)
+        self._retire_history = script(RETIRE_HISTORY_SCRIPT)
 
     def acquire(self, token: str, ttl_ms: int) -> bool:
         check_ttl(ttl_ms)
@@ -274,7 +277,15 @@ class RedisStore(Store):
         names = list(entries)
         # Run even with nothing to drop: the answer says whether the lease is held.
         keys = [self._keys.leader, self._keys.fired, self._keys.runs]
-        return bool(self._redis.run(self._forget, keys, [token, *names]))
+        forgotten = bool(self._redis.run(self._forget, keys, [token, *names]))
+        if forgotten and names:
+            self._retire(names)
+        return forgotten
+
+    def _retire(self, names: list[str]) -> None:
+        """What is kept of forgotten entries lives GONE_TTL_MS more (store/retention.py)."""
+        args: list[str | int] = [retention.GONE_TTL_MS, *names]
+        self._redis.run(self._retire_history, [self._keys.history_prefix], args)
 
     def hold_run(self, entry: str, task_id: str, ttl_ms: int) -> bool:
         check_ttl(ttl_ms)

@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from celery_hashbeat.store.controls import DEFINITION, PAUSE, Changes, ControlRecords, check_values
 from celery_hashbeat.store.sqlite.database import Database
+from celery_hashbeat.store.sqlite.lifetimes import floor_of, mark_removal
 
 
 class SQLiteControlRecords(ControlRecords):
@@ -32,7 +33,8 @@ class SQLiteControlRecords(ControlRecords):
     def _raise_version(self, db: sqlite3.Connection) -> int:
         version = self._version_of(db) + 1
         db.execute(
-            "INSERT OR REPLACE INTO hashbeat_control_version (prefix, version) VALUES (?, ?)",
+            "INSERT INTO hashbeat_control_version (prefix, version) VALUES (?, ?)"
+            " ON CONFLICT (prefix) DO UPDATE SET version = excluded.version",
             (self._prefix, version),
         )
         return version
@@ -68,6 +70,19 @@ class SQLiteControlRecords(ControlRecords):
                     version,
                 ),
             )
+            mark_removal(db, self._prefix, name)
+            return version
+
+    def swap_definition(self, name: str, expected: str, definition: str) -> int | None:
+        with self._database.transaction() as db:
+            if self._records_of(db, name)[0] != expected:
+                return None
+            version = self._raise_version(db)
+            db.execute(
+                "UPDATE hashbeat_controls SET definition = ?, version = ? WHERE prefix = ?"
+                " AND name = ?",
+                (definition, version, self._prefix, name),
+            )
             return version
 
     def changes(self, since: int) -> Changes:
@@ -81,7 +96,7 @@ class SQLiteControlRecords(ControlRecords):
             ).fetchone()[0]
             if since == version:
                 return Changes(version, {}, False, waiting, handed)
-            full = since == 0 or since > version
+            full = since == 0 or since > version or since < floor_of(db, self._prefix)
             rows = db.execute(
                 "SELECT name, definition, pause FROM hashbeat_controls WHERE prefix = ?"
                 " AND version > ?",

@@ -49,6 +49,11 @@ SCHEMA = (
     "CREATE INDEX IF NOT EXISTS hashbeat_claimed_age ON hashbeat_claimed (prefix, recorded_ms)",
     "CREATE TABLE IF NOT EXISTS hashbeat_handed (prefix TEXT NOT NULL, entry TEXT NOT NULL,"
     " slot INTEGER NOT NULL, PRIMARY KEY (prefix, entry, slot)) WITHOUT ROWID",
+    # Until when each entry's history lives (wall-clock ms, store/sqlite/lifetimes.py).
+    "CREATE TABLE IF NOT EXISTS hashbeat_history_life (prefix TEXT NOT NULL, entry TEXT NOT"
+    " NULL, expires_ms INTEGER NOT NULL, PRIMARY KEY (prefix, entry)) WITHOUT ROWID",
+    "CREATE INDEX IF NOT EXISTS hashbeat_history_life_expires ON hashbeat_history_life (prefix,"
+    " expires_ms)",
 )
 
 #: Columns added since schema 1 (release 0.1), added in place to an older file; its fences read
@@ -66,6 +71,9 @@ ADDED_COLUMNS = {
         "boot TEXT NOT NULL DEFAULT ''",
         "ttl_ms INTEGER NOT NULL DEFAULT 0",
     ),
+    # When a name's records all went, and the floor of the changes (store/sqlite/lifetimes.py).
+    "hashbeat_controls": ("removed_ms INTEGER",),
+    "hashbeat_control_version": ("floor INTEGER NOT NULL DEFAULT 0",),
 }
 
 SCHEMA_VERSION = 6

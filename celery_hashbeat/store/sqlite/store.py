@@ -39,6 +39,12 @@ from celery_hashbeat.store.options import (
 from celery_hashbeat.store.sqlite.clock import BOOT, LIVE, lease_now_ms, wall_now_ms
 from celery_hashbeat.store.sqlite.controls import SQLiteControlRecords
 from celery_hashbeat.store.sqlite.database import Database, chunks
+from celery_hashbeat.store.sqlite.lifetimes import (
+    LAPSED,
+    purge_histories,
+    refresh_histories,
+    retire_histories,
+)
 from celery_hashbeat.store.sqlite.runs import RunLeases
 
 
@@ -262,6 +268,7 @@ class SQLiteStore(Store):
                 "DELETE FROM hashbeat_fired WHERE prefix = ? AND entry = ?",
                 ((self._prefix, entry) for entry in entries),
             )
+            retire_histories(db, self._prefix, entries)
             return True
 
     def hold_run(self, entry: str, task_id: str, ttl_ms: int) -> bool:
@@ -298,6 +305,7 @@ class SQLiteStore(Store):
         """Append to the histories and trim each one written to its newest HISTORY_CAP."""
         if not history:
             return
+        purge_histories(db, self._prefix)  # a lapsed history is not written onto
         db.executemany(
             "INSERT INTO hashbeat_history (prefix, entry, record) VALUES (?, ?, ?)",
             ((self._prefix, entry, record) for entry, record in history),
@@ -311,6 +319,7 @@ class SQLiteStore(Store):
                 for entry in {entry for entry, _ in history}
             ),
         )
+        refresh_histories(db, self._prefix, (entry for entry, _ in history))
 
     def record(self, history: History) -> None:
         if not history:
@@ -324,8 +333,8 @@ class SQLiteStore(Store):
         with self._database.transaction(write=False) as db:
             rows = db.execute(
                 "SELECT record FROM hashbeat_history WHERE prefix = ? AND entry = ?"
-                " ORDER BY id DESC LIMIT ?",
-                (self._prefix, entry, limit),
+                f" AND NOT {LAPSED} ORDER BY id DESC LIMIT ?",
+                (self._prefix, entry, self._prefix, entry, wall_now_ms(), limit),
             )
             return [row[0] for row in rows]
 
@@ -333,6 +342,7 @@ class SQLiteStore(Store):
         check_ttl(ttl_ms)
         check_digest(schedule_digest)  # as Redis requires, so a digest works in either store
         with self._database.transaction() as db:
+            purge_histories(db, self._prefix)
             now = lease_now_ms()
             db.execute(
                 f"DELETE FROM hashbeat_beats WHERE prefix = ? AND NOT ({LIVE})",
