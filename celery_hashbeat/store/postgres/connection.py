@@ -19,13 +19,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from celery_hashbeat.store.base import StoreAuthError, StoreError, StoreUnavailable
+from celery_hashbeat.store.base import StoreAuthError, StoreError, StoreReadOnly, StoreUnavailable
 from celery_hashbeat.store.postgres.connect import Target, psycopg
 from celery_hashbeat.store.postgres.schema import Tables, prepare
 from celery_hashbeat.store.postgres.watchdog import Cursor, Watchdog
 
 #: SQLSTATE classes and codes that mean "not now" rather than "never".
-TRANSIENT_CLASSES = ("08", "40", "53", "57", "58", "55P03", "25006")
+TRANSIENT_CLASSES = ("08", "40", "53", "57", "58", "55P03")
+#: A read-only transaction: a standby (hot_standby), or default_transaction_read_only.
+READ_ONLY = "25006"
 #: Codes that mean "retrying will not help until the settings or grants change".
 REFUSED = {
     "28P01": "the password or user was refused",
@@ -124,6 +126,12 @@ class Database:
         if code in REFUSED:
             return StoreAuthError(
                 f"PostgreSQL store {self.url}: {REFUSED[code]} ({text}): {FIXES[code]}"
+            )
+        if code == READ_ONLY:
+            return StoreReadOnly(
+                f"PostgreSQL store {self.url} is read-only ({text}): point hashbeat_store_url at "
+                "the primary (with several hosts, add ?target_session_attrs=read-write); "
+                "will retry"
             )
         module = psycopg()
         if isinstance(exc, module.OperationalError) or (code or "").startswith(TRANSIENT_CLASSES):

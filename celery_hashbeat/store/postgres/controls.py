@@ -12,6 +12,7 @@ from typing import Any
 
 from celery_hashbeat.store.controls import DEFINITION, PAUSE, Changes, ControlRecords, check_values
 from celery_hashbeat.store.postgres.connection import Database
+from celery_hashbeat.store.postgres.lifetimes import mark_removal
 from celery_hashbeat.store.postgres.schema import Tables
 
 
@@ -68,20 +69,34 @@ class PostgresControlRecords(ControlRecords):
                 " version = excluded.version",
                 (name, values.get(DEFINITION, definition), values.get(PAUSE, pause), version),
             )
+            mark_removal(cur, self._t, name)
+            return version
+
+    def swap_definition(self, name: str, expected: str, definition: str) -> int | None:
+        with self._database.transaction() as cur:
+            self._queue(cur)
+            if self._records_of(cur, name)[0] != expected:
+                return None
+            version = self._raise_version(cur)
+            cur.execute(
+                f"UPDATE {self._t.controls} SET definition = %s, version = %s WHERE name = %s",
+                (definition, version, name),
+            )
             return version
 
     def changes(self, since: int) -> Changes:
         with self._database.transaction() as cur:
             cur.execute(
                 f"SELECT (SELECT value FROM {self._t.meta} WHERE name = 'version'),"
+                f" (SELECT value FROM {self._t.meta} WHERE name = 'floor'),"
                 f" (SELECT count(*) FROM {self._t.triggers}),"
                 f" (SELECT count(*) FROM {self._t.handed})"
             )
-            stored, waiting, handed = cur.fetchone()
+            stored, floor, waiting, handed = cur.fetchone()
             version = 0 if stored is None else int(stored)
             if since == version:
                 return Changes(version, {}, False, int(waiting), int(handed))
-            full = since == 0 or since > version
+            full = since == 0 or since > version or since < int(floor or 0)
             cur.execute(
                 f"SELECT name, definition, pause FROM {self._t.controls} WHERE version > %s",
                 (-1 if full else since,),

@@ -27,6 +27,7 @@ KINDS = (
     "running",
     "shared",
     "history",
+    "history_life",
     "controls",
     "triggers",
     "claimed",
@@ -34,7 +35,7 @@ KINDS = (
 )
 #: The longest name suffix made from a prefix (an index name), so the prefix must leave room
 #: under PostgreSQL's 63-byte identifiers.
-LONGEST_SUFFIX = len("_controls_version")
+LONGEST_SUFFIX = len("_history_life_expires")
 MAX_IDENTIFIER = 63
 
 
@@ -69,7 +70,8 @@ def statements(t: Tables) -> list[str]:
     return [
         # Named values: 'schema' (the schema version) and 'version' (the runtime controls').
         f"CREATE TABLE IF NOT EXISTS {t.meta} (name text PRIMARY KEY, value bigint NOT NULL)",
-        f"INSERT INTO {t.meta} (name, value) VALUES ('version', 0) ON CONFLICT DO NOTHING",
+        f"INSERT INTO {t.meta} (name, value) VALUES ('version', 0), ('floor', 0)"
+        " ON CONFLICT DO NOTHING",
         # One row, locked FOR UPDATE by every change that must not interleave with another
         # (store.py): the lease holder and when the lease ends, on the server's clock.
         f"CREATE TABLE IF NOT EXISTS {t.lease} (one boolean PRIMARY KEY DEFAULT true"
@@ -88,11 +90,20 @@ def statements(t: Tables) -> list[str]:
         f"CREATE TABLE IF NOT EXISTS {t.history} (id bigserial PRIMARY KEY, entry text NOT NULL,"
         " record text NOT NULL)",
         f"CREATE INDEX IF NOT EXISTS {t.index('history_entry')} ON {t.history} (entry, id)",
+        # Until when each entry's history lives (store/postgres/lifetimes.py).
+        f"CREATE TABLE IF NOT EXISTS {t.history_life} (entry text PRIMARY KEY,"
+        " expires_at timestamptz NOT NULL)",
+        f"CREATE INDEX IF NOT EXISTS {t.index('history_life_expires')} ON {t.history_life}"
+        " (expires_at)",
         # The runtime controls (store/controls.py): a row per name that stays after its records
-        # go (so a beat still learns of the removal), with the version of its last change.
+        # go (so a beat still learns of the removal) until GONE_TTL_MS after they went
+        # (removed_at), with the version of its last change; 'floor' in meta is the newest
+        # version of a dropped one (lifetimes.py).
         f"CREATE TABLE IF NOT EXISTS {t.controls} (name text PRIMARY KEY, definition text,"
-        " pause text, version bigint NOT NULL)",
+        " pause text, version bigint NOT NULL, removed_at timestamptz)",
         f"CREATE INDEX IF NOT EXISTS {t.index('controls_version')} ON {t.controls} (version)",
+        f"CREATE INDEX IF NOT EXISTS {t.index('controls_removed')} ON {t.controls} (removed_at)"
+        " WHERE removed_at IS NOT NULL",
         f"CREATE TABLE IF NOT EXISTS {t.triggers} (id bigserial PRIMARY KEY, record text NOT NULL)",
         # Claims that a later claim by another beat moved past, kept HANDOVER_KEEP_MS so their
         # claimers can hand them over; and the slots handed over, for the leader to take.

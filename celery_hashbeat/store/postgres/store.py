@@ -45,6 +45,12 @@ from celery_hashbeat.store.options import (
 from celery_hashbeat.store.postgres.connect import target
 from celery_hashbeat.store.postgres.connection import Database
 from celery_hashbeat.store.postgres.controls import PostgresControlRecords
+from celery_hashbeat.store.postgres.lifetimes import (
+    lapsed,
+    purge_histories,
+    refresh_histories,
+    retire_histories,
+)
 from celery_hashbeat.store.postgres.runs import RunLeases
 from celery_hashbeat.store.postgres.schema import Tables
 
@@ -300,6 +306,7 @@ class PostgresStore(Store):
                 return False
             for chunk in chunks(entries):
                 cur.execute(f"DELETE FROM {self._tables.fired} WHERE entry = ANY(%b)", (chunk,))
+                retire_histories(cur, self._tables, chunk)
             return True
 
     # Run leases ------------------------------------------------------------------------------
@@ -341,6 +348,7 @@ class PostgresStore(Store):
             return
         h = self._tables.history
         entries = [entry for entry, _ in history]
+        purge_histories(cur, self._tables)  # a lapsed history is not written onto
         cur.execute(
             f"INSERT INTO {h} (entry, record) SELECT e, r FROM unnest(%b::text[], %b::text[])"
             " WITH ORDINALITY AS given (e, r, n) ORDER BY n",
@@ -352,6 +360,7 @@ class PostgresStore(Store):
             f" WHERE {h}.entry = trim.e AND {h}.id <= trim.cut",
             (HISTORY_CAP, sorted(set(entries))),
         )
+        refresh_histories(cur, self._tables, entries)
 
     def record(self, history: History) -> None:
         if not history:
@@ -365,8 +374,8 @@ class PostgresStore(Store):
         with self._database.transaction() as cur:
             cur.execute(
                 f"SELECT record FROM {self._tables.history} WHERE entry = %s"
-                " ORDER BY id DESC LIMIT %s",
-                (entry, limit),
+                f" AND NOT {lapsed(self._tables)} ORDER BY id DESC LIMIT %s",
+                (entry, entry, limit),
             )
             return [row[0] for row in cur.fetchall()]
 
@@ -375,6 +384,7 @@ class PostgresStore(Store):
         check_digest(schedule_digest)  # as Redis requires, so a digest works in every store
         beats = self._tables.beats
         with self._database.transaction() as cur:
+            purge_histories(cur, self._tables)
             cur.execute(f"DELETE FROM {beats} WHERE expires_at <= clock_timestamp()")
             cur.execute(
                 f"INSERT INTO {beats} (token, role, last_seen_ms, expires_at, digest)"
