@@ -15,7 +15,13 @@ from unittest import mock
 
 import pytest
 
-from celery_hashbeat.store import StoreAuthError, StoreConfigError, StoreUnavailable, open_store
+from celery_hashbeat.store import (
+    StoreAuthError,
+    StoreConfigError,
+    StoreReadOnly,
+    StoreUnavailable,
+    open_store,
+)
 from celery_hashbeat.store.base import StoreError
 from celery_hashbeat.store.postgres.schema import SCHEMA_VERSION
 from tests.support.postgres import PASSWORD, PostgresServer, wait_answering
@@ -258,4 +264,23 @@ def test_a_first_take_over_of_many_entries_is_not_cut_by_the_timeout(postgres_ur
     assert len(store.anchor("a", many)) == 50_000
     assert len(store.claim("a", dict.fromkeys(many, (2000, "f")))) == 50_000
     assert len(store.fences()) == 50_000
+    store.close()
+
+
+def test_a_read_only_server_is_store_read_only_naming_the_primary(
+    postgres_server: PostgresServer, postgres_url: str
+) -> None:
+    """A standby, or a database set read-only, refuses the writes: StoreReadOnly (retried), in
+    one line that says to point the URL at the primary."""
+    store = open_store(postgres_url, "p")
+    store.ping()  # the tables exist; from now on the database refuses writes
+    database = database_of(postgres_url)
+    postgres_server.admin(f"ALTER DATABASE {database} SET default_transaction_read_only = on")
+    store.close()
+    store = open_store(postgres_url, "p")
+    with pytest.raises(StoreReadOnly) as refused:
+        store.acquire("a", 60_000)
+    assert "\n" not in str(refused.value)
+    assert "point hashbeat_store_url at the primary" in str(refused.value)
+    assert store.leader() is None  # reads still answer
     store.close()
