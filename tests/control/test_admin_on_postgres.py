@@ -11,8 +11,6 @@ import pytest
 from celery import Celery
 
 from tests.control.test_admin_changes_reach_running_beats import (
-    admin,
-    poll_every_tick,
     test_a_trigger_is_sent_once_with_its_own_id_and_leaves_the_fence_alone,
     test_an_added_entry_fires_at_its_next_slot_and_a_removed_one_stops,
     test_max_runs_counts_in_the_store_across_a_failover,
@@ -20,8 +18,6 @@ from tests.control.test_admin_changes_reach_running_beats import (
 )
 
 __all__ = [
-    "admin",
-    "poll_every_tick",
     "test_a_trigger_is_sent_once_with_its_own_id_and_leaves_the_fence_alone",
     "test_an_added_entry_fires_at_its_next_slot_and_a_removed_one_stops",
     "test_max_runs_counts_in_the_store_across_a_failover",
