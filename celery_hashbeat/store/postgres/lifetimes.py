@@ -6,7 +6,9 @@ its entry is forgotten; a history past it is not read, and is purged by the next
 heartbeat or forget. A removed name's row in the runtime controls carries when it was removed; the
 first change GONE_TTL_MS or more later deletes it and raises the prefix's *floor* (the ``floor``
 row of the meta table), so a reader from before the floor reads every name. Every function runs
-inside the caller's transaction; the lifetimes are read from ``retention`` at each call.
+inside the caller's transaction; the lifetimes are read from ``retention`` at each call. A
+search by age compares with ``statement_timestamp()``, which the planner can take to an index
+(``clock_timestamp()`` changes while a statement runs, so it cannot).
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ def purge_histories(cur: Any, t: Tables) -> None:
     """Delete the histories whose life ended (found by the index on their end; the histories
     themselves by entry, only when there are some)."""
     cur.execute(
-        f"DELETE FROM {t.history_life} WHERE expires_at <= clock_timestamp() RETURNING entry"
+        f"DELETE FROM {t.history_life} WHERE expires_at <= statement_timestamp() RETURNING entry"
     )
     gone = [entry for (entry,) in cur.fetchall()]
     if gone:
@@ -70,7 +72,7 @@ def mark_removal(cur: Any, t: Tables, name: str) -> None:
         (name,),
     )
     cur.execute(
-        f"WITH dropped AS (DELETE FROM {t.controls} WHERE removed_at <= clock_timestamp() - %s"
+        f"WITH dropped AS (DELETE FROM {t.controls} WHERE removed_at <= statement_timestamp() - %s"
         f" * interval '1 millisecond' RETURNING version) UPDATE {t.meta} SET value ="
         " greatest(value, (SELECT max(version) FROM dropped)) WHERE name = 'floor'"
         " AND EXISTS (SELECT 1 FROM dropped)",

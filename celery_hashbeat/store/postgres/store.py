@@ -209,7 +209,7 @@ class PostgresStore(Store):
             return
         claimed = self._tables.claimed
         cur.execute(
-            f"DELETE FROM {claimed} WHERE recorded_at < clock_timestamp() - %s * interval"
+            f"DELETE FROM {claimed} WHERE recorded_at < statement_timestamp() - %s * interval"
             " '1 millisecond'",
             (HANDOVER_KEEP_MS,),
         )
