@@ -1,8 +1,9 @@
 """The PostgreSQL store: the protocol (store/base.py) in tables of one database.
 
 Its parts, each in its own module of store/postgres/: the URL and the driver (connect.py), the
-connection and its transactions (connection.py), the tables (schema.py), run leases (runs.py), the
-runtime controls (controls.py). This module speaks the protocol over them: the lease, fenced
+connection and its transactions (connection.py, watchdog.py), the tables (schema.py), run leases
+(runs.py), the runtime controls (controls.py), histories and their lives (history.py,
+lifetimes.py). This module speaks the protocol over them: the lease, fenced
 claims, hand-overs, shared documents, history and heartbeats.
 
 Each change that must not interleave with another (the lease, claims, give-backs, anchors,
@@ -42,15 +43,11 @@ from celery_hashbeat.store.options import (
     check_token,
     check_ttl,
 )
+from celery_hashbeat.store.postgres import history as history_of
 from celery_hashbeat.store.postgres.connect import target
 from celery_hashbeat.store.postgres.connection import Database
 from celery_hashbeat.store.postgres.controls import PostgresControlRecords
-from celery_hashbeat.store.postgres.lifetimes import (
-    lapsed,
-    purge_histories,
-    refresh_histories,
-    retire_histories,
-)
+from celery_hashbeat.store.postgres.lifetimes import purge_histories, retire_histories
 from celery_hashbeat.store.postgres.runs import RunLeases
 from celery_hashbeat.store.postgres.schema import Tables
 
@@ -343,24 +340,7 @@ class PostgresStore(Store):
             return True
 
     def _record(self, cur: Any, history: History) -> None:
-        """Append to the histories and trim each one written to its newest HISTORY_CAP."""
-        if not history:
-            return
-        h = self._tables.history
-        entries = [entry for entry, _ in history]
-        purge_histories(cur, self._tables)  # a lapsed history is not written onto
-        cur.execute(
-            f"INSERT INTO {h} (entry, record) SELECT e, r FROM unnest(%b::text[], %b::text[])"
-            " WITH ORDINALITY AS given (e, r, n) ORDER BY n",
-            (entries, [record for _, record in history]),
-        )
-        cur.execute(
-            f"DELETE FROM {h} USING (SELECT e, (SELECT id FROM {h} WHERE entry = e ORDER BY id"
-            f" DESC OFFSET %s LIMIT 1) AS cut FROM unnest(%b::text[]) AS given (e)) AS trim"
-            f" WHERE {h}.entry = trim.e AND {h}.id <= trim.cut",
-            (HISTORY_CAP, sorted(set(entries))),
-        )
-        refresh_histories(cur, self._tables, entries)
+        history_of.append(cur, self._tables, history)
 
     def record(self, history: History) -> None:
         if not history:
@@ -372,12 +352,7 @@ class PostgresStore(Store):
         if limit <= 0:
             return []
         with self._database.transaction() as cur:
-            cur.execute(
-                f"SELECT record FROM {self._tables.history} WHERE entry = %s"
-                f" AND NOT {lapsed(self._tables)} ORDER BY id DESC LIMIT %s",
-                (entry, entry, limit),
-            )
-            return [row[0] for row in cur.fetchall()]
+            return history_of.newest(cur, self._tables, entry, limit)
 
     def heartbeat(self, token: str, role: str, ttl_ms: int, schedule_digest: str = "") -> None:
         check_ttl(ttl_ms)
