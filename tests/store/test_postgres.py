@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from unittest import mock
@@ -287,4 +288,31 @@ def test_a_read_only_server_is_store_read_only_naming_the_primary(
     assert "\n" not in str(refused.value)
     assert "point hashbeat_store_url at the primary" in str(refused.value)
     assert store.leader() is None  # reads still answer
+    store.close()
+
+
+def test_a_worker_taking_a_run_lease_waits_for_a_claim_under_way(postgres_url: str) -> None:
+    """A guarded claim reads the run leases, then grants one, under the lease row's lock; a
+    worker's hold_run in between must wait for it and then see the claim's grant, not slip in
+    and be overwritten (two tasks would both think they hold the entry)."""
+    import psycopg  # noqa: PLC0415 - the other tests need no driver of their own
+
+    store = open_store(postgres_url, "p")
+    store.ping()
+    results: list[bool] = []
+    with psycopg.connect(postgres_url) as claim:  # a claim's transaction, step by step
+        claim.execute('SELECT 1 FROM "p_lease" FOR UPDATE')
+        claim.execute('SELECT entry, task_id FROM "p_running"')  # no run lease held yet
+        worker = threading.Thread(target=lambda: results.append(store.hold_run("e", "t-w", 60_000)))
+        worker.start()
+        worker.join(0.5)
+        claim.execute(
+            "INSERT INTO \"p_running\" (entry, task_id, expires_at) VALUES ('e', 't-claim',"
+            " clock_timestamp() + interval '1 minute') ON CONFLICT (entry) DO UPDATE SET"
+            " task_id = excluded.task_id, expires_at = excluded.expires_at"
+        )
+        claim.commit()
+    worker.join(10)
+    assert results == [False]
+    assert store.running() == {"e": "t-claim"}
     store.close()

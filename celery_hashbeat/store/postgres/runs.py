@@ -2,7 +2,9 @@
 
 A guarded claim takes one inside its own transaction (``holders`` and ``grant``), a give-back drops
 it (``drop``); the worker that runs the task holds, renews and releases it through the rest. Each
-is one statement that decides and writes at once, timed on the server's clock.
+is one statement that decides and writes at once, timed on the server's clock. A worker's call
+first takes the lease row FOR SHARE: workers do not wait for each other, but a claim (which holds
+that row FOR UPDATE between reading the run leases and granting one) never interleaves with them.
 """
 
 from __future__ import annotations
@@ -21,6 +23,10 @@ class RunLeases:
     def __init__(self, database: Database, tables: Tables) -> None:
         self._database = database
         self._running = tables.running
+        self._lease = tables.lease
+
+    def _queue(self, cur: Any) -> None:
+        cur.execute(f"SELECT 1 FROM {self._lease} FOR SHARE")
 
     def holders(self, cur: Any, entries: list[str] | None) -> dict[str, str]:
         """The live run leases of ``entries`` (all when None): entry -> task id."""
@@ -50,6 +56,7 @@ class RunLeases:
     def hold_run(self, entry: str, task_id: str, ttl_ms: int) -> bool:
         check_ttl(ttl_ms)
         with self._database.transaction() as cur:
+            self._queue(cur)
             cur.execute(
                 f"INSERT INTO {self._running} AS r (entry, task_id, expires_at) VALUES (%s, %s,"
                 " clock_timestamp() + %s * interval '1 millisecond') ON CONFLICT (entry) DO UPDATE"
@@ -64,6 +71,7 @@ class RunLeases:
         if not runs:
             return set()
         with self._database.transaction() as cur:
+            self._queue(cur)
             cur.execute(
                 f"UPDATE {self._running} AS r SET expires_at = clock_timestamp() + %s * interval"
                 " '1 millisecond' FROM unnest(%b::text[], %b::text[]) AS given (entry, task_id)"
@@ -75,6 +83,7 @@ class RunLeases:
 
     def release_run(self, entry: str, task_id: str) -> bool:
         with self._database.transaction() as cur:
+            self._queue(cur)
             return self.drop(cur, entry, task_id)
 
     def running(self, entries: Iterable[str] | None = None) -> dict[str, str]:
