@@ -3,7 +3,8 @@
 The suite never uses a PostgreSQL the machine already runs (nor its port 5432): it starts its own
 server once per test session on a free port, from the binaries on ``$PATH`` or in the usual
 install folders (Debian keeps them in ``/usr/lib/postgresql/<version>/bin``). PostgreSQL refuses to
-run as root, so when the tests run as root the server runs as the unprivileged user ``nobody``.
+run as root, so when the tests run as root the server runs as the unprivileged user ``nobody``
+(made with ``useradd`` where the machine has none).
 Tests connect as a password-authenticated role (scram-sha-256) that owns a database of each
 test's own; the superuser is used only to make roles and databases. Where no PostgreSQL is
 installed, the tests that need one are skipped with the reason (``.ci/run`` installs one).
@@ -60,6 +61,17 @@ def missing_reason() -> str | None:
     return None
 
 
+def unprivileged_user() -> str:
+    """``nobody``, made if missing, for the servers that refuse to run as root."""
+    try:
+        pwd.getpwnam("nobody")
+    except KeyError:
+        subprocess.run(
+            ["useradd", "--system", "--no-create-home", "nobody"], check=True, capture_output=True
+        )
+    return "nobody"
+
+
 class PostgresServer:
     """A PostgreSQL server of the suite's own; ``stop`` and ``start`` let a test kill and restart
     it under the store (its data stays)."""
@@ -74,7 +86,7 @@ class PostgresServer:
         self.data = self.root / "data"
         self._user: str | None = None
         if os.geteuid() == 0:
-            self._user = "nobody"
+            self._user = unprivileged_user()
             entry = pwd.getpwnam(self._user)
             os.chown(self.root, entry.pw_uid, entry.pw_gid)
         pwfile = self.root / "pw"
@@ -222,12 +234,12 @@ class PgBouncer:
             f"logfile = {root / 'pgbouncer.log'}\n"
         )
         if os.geteuid() == 0:
-            entry = pwd.getpwnam("nobody")
+            entry = pwd.getpwnam(unprivileged_user())
             for path in (root, root / "users.txt", config):
                 os.chown(path, entry.pw_uid, entry.pw_gid)
         self._process = subprocess.Popen(
             [binary, str(config)],
-            user="nobody" if os.geteuid() == 0 else None,
+            user=unprivileged_user() if os.geteuid() == 0 else None,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
