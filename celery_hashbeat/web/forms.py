@@ -106,7 +106,8 @@ class EntryForm:
             try:
                 data[kind] = float(written)
             except ValueError:
-                raise FieldRefusedError("schedule", f"{written!r} is not a number of seconds") from None
+                why = f"{written!r} is not a number of seconds"
+                raise FieldRefusedError("schedule", why) from None
         try:
             schedule = schedule_object(name or "new", data)
         except DefinitionError as exc:
@@ -153,7 +154,8 @@ def _json(text: str, kind: type, key: str) -> Any:
             key, f"not JSON ({exc}); give a JSON {kind.__name__}: {example}"
         ) from None
     if not isinstance(value, kind):
-        raise FieldRefusedError(key, f"give a JSON {'list' if kind is list else 'object'}: {example}")
+        what = "list" if kind is list else "object"
+        raise FieldRefusedError(key, f"give a JSON {what}: {example}")
     return value
 
 

@@ -1,0 +1,125 @@
+"""The console's WSGI app without a browser: reading needs nothing, acting needs the token and a
+form from the console's own page, and refusals land beside the field they are about. The store is
+a real Redis; what changed is read back through ScheduleAdmin."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+from werkzeug.test import Client, TestResponse
+
+from celery_hashbeat.control.admin import ScheduleAdmin
+from celery_hashbeat.expr.cronexpr import parse
+from celery_hashbeat.web.app import ConsoleApp
+from tests.web.conftest import TOKEN
+
+
+def csrf_of(page: TestResponse) -> str:
+    found = re.search(r'name="csrf" value="([0-9a-f]+)"', page.get_data(as_text=True))
+    assert found, "the page has no form with a CSRF token"
+    return found.group(1)
+
+
+def signed_in(console: ConsoleApp) -> tuple[Client, str]:
+    client = Client(console)
+    token = csrf_of(client.get("/login"))
+    answer = client.post("/login", data={"csrf": token, "token": TOKEN, "next": "/"})
+    assert answer.status_code == 303
+    return client, token
+
+
+def test_the_entries_page_shows_every_entry_with_its_h_values_resolved(
+    console: ConsoleApp,
+) -> None:
+    page = Client(console).get("/").get_data(as_text=True)
+    assert page.count("<tr>") >= 2
+    for name, expression in (("nightly", "H H * * *"), ("stored-report", "H/15 * * * *")):
+        assert f">{name}</a>" in page
+        assert f"<code>{parse(expression, key=name)}</code>" in page
+
+
+def test_a_post_without_the_csrf_token_is_refused_and_changes_nothing(
+    console: ConsoleApp, admin: ScheduleAdmin
+) -> None:
+    client, _ = signed_in(console)
+    answer = client.post("/act", data={"name": "nightly", "action": "pause", "reason": "x"})
+    assert answer.status_code == 403
+    assert "CSRF" in answer.get_data(as_text=True)
+    assert not admin.get("nightly").paused
+
+
+def test_an_action_without_the_token_is_refused_and_changes_nothing(
+    console: ConsoleApp, admin: ScheduleAdmin
+) -> None:
+    client = Client(console)
+    token = csrf_of(client.get("/login"))
+    wrong = client.post("/login", data={"csrf": token, "token": "guess", "next": "/"})
+    assert wrong.status_code == 403
+    answer = client.post("/act", data={"csrf": token, "name": "nightly", "action": "trigger"})
+    assert answer.status_code == 403
+    assert "log in" in answer.get_data(as_text=True).lower()
+    assert admin.store.triggers() == []
+
+
+def test_a_console_without_a_token_only_reads(shop: object, admin: ScheduleAdmin) -> None:
+    console = ConsoleApp(admin.app, token=None)
+    client = Client(console)
+    token = csrf_of(client.get("/login"))
+    refused = client.post("/login", data={"csrf": token, "token": "", "next": "/"})
+    assert refused.status_code == 403
+    answer = client.post("/act", data={"csrf": token, "name": "nightly", "action": "pause"})
+    assert answer.status_code == 403
+    assert "without a token" in answer.get_data(as_text=True)
+    assert not admin.get("nightly").paused
+
+
+def test_a_signed_in_pause_reaches_the_store_with_its_reason(
+    console: ConsoleApp, admin: ScheduleAdmin
+) -> None:
+    client, token = signed_in(console)
+    data = {"csrf": token, "name": "nightly", "action": "pause", "reason": "supplier outage"}
+    assert client.post("/act", data=data).status_code == 303
+    view = admin.get("nightly")
+    assert view.paused
+    assert view.pause is not None
+    assert view.pause.reason == "supplier outage"
+
+
+def test_a_bad_expression_is_shown_beside_the_schedule_field_and_nothing_is_stored(
+    console: ConsoleApp, admin: ScheduleAdmin
+) -> None:
+    client, token = signed_in(console)
+    form = {"csrf": token, "name": "bad-one", "task": "shop.report", "kind": "hashcron"}
+    answer = client.post("/new", data={**form, "schedule": "H 25 * * *"})
+    assert answer.status_code == 400
+    error = re.search(r'id="schedule-error"[^>]*>([^<]+)<', answer.get_data(as_text=True))
+    assert error, "no error beside the schedule field"
+    assert "25" in error.group(1)
+    assert "bad-one" not in [view.name for view in admin.list()]
+
+
+def test_an_unregistered_task_is_shown_beside_the_task_field(
+    console: ConsoleApp, admin: ScheduleAdmin
+) -> None:
+    client, token = signed_in(console)
+    form = {"csrf": token, "name": "typo", "task": "shop.reprot", "kind": "hashcron"}
+    answer = client.post("/new", data={**form, "schedule": "H * * * *"})
+    assert answer.status_code == 400
+    assert re.search(r'id="task-error"[^>]*>[^<]*shop\.reprot', answer.get_data(as_text=True))
+
+
+def test_listening_beyond_this_machine_without_a_token_is_refused_with_the_fix() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "celery_hashbeat", "web", "-A", "tests.web.webapp",
+         "--host", "0.0.0.0", "--port", "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**__import__("os").environ, "HASHBEAT_WEB_TOKEN": ""},
+    )
+    assert done.returncode == 2
+    assert "refusing to listen on 0.0.0.0" in done.stderr
+    assert "hashbeat_web_token" in done.stderr
+    assert "Traceback" not in done.stderr
