@@ -16,8 +16,8 @@ DAY_MS = 24 * HOUR_MS
 #: Entries of the same shape drawn at most (the first ones by name: enough to see the spread).
 MOST_ENTRIES = 500
 
-#: Slots asked per entry at most (a minutely entry over a day is 1440).
-MOST_SLOTS = 1500
+#: Slots asked per entry at most (an entry every second, over an hour).
+MOST_SLOTS = 3600
 
 WIDTH, BAR_H, MARK_H, PAD = 720, 90, 24, 30
 
@@ -43,12 +43,13 @@ def spread(
     """``names[0]``'s slots and every named entry's, counted in ``bins`` over the next day, or
     the next hour when the entry fires more than once an hour."""
     own_all = slots_of(names[0], MOST_SLOTS)
+    each = max(MOST_SLOTS * 4 // max(len(names), 1), 60)  # a bounded total for many entries
     span = HOUR_MS if len([s for s in own_all if s < now_ms + HOUR_MS]) > 1 else DAY_MS
     end = now_ms + span
     counts = [0] * bins
     drawn = names[:MOST_ENTRIES]
     for name in drawn:
-        for slot in slots_of(name, MOST_SLOTS):
+        for slot in own_all if name == names[0] else slots_of(name, min(each, MOST_SLOTS)):
             if now_ms <= slot < end:
                 counts[min(bins - 1, (slot - now_ms) * bins // span)] += 1
     own = [slot for slot in own_all if now_ms <= slot < end]
@@ -70,8 +71,8 @@ def svg(picture: Spread, name: str) -> Markup:
         f'<title id="spread-title">When {escape(name)} and its shape fire over the next '
         f"{picture.window}</title>",
         f'<desc id="spread-desc">{len(picture.own)} runs of {escape(name)}; '
-        f"{sum(picture.bins)} runs of {picture.entries} entries of its shape, busiest "
-        f"{bins}th of the {picture.window}: {tallest}.</desc>",
+        f"{sum(picture.bins)} runs of the {picture.entries} entries of its shape; the busiest "
+        f"of {bins} equal parts of the {picture.window} has {tallest}.</desc>",
     ]
     for index, count in enumerate(picture.bins):
         height = BAR_H * count / tallest

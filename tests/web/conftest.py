@@ -1,4 +1,4 @@
-"""The console's fixtures: an app with one configured and one stored entry, and the console on it."""
+"""The console's fixtures: an app with a configured and a stored entry, and the console on it."""
 
 from __future__ import annotations
 
