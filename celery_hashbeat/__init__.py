@@ -3,15 +3,25 @@
 from celery_hashbeat.expr import CronExpr, CronSyntaxError, NoFireTimeError, parse
 
 __all__ = ["CronExpr", "CronSyntaxError", "NoFireTimeError", "parse"]
-from celery_hashbeat.control.admin import AdminError, ScheduleAdmin, UnknownEntryError
+from celery_hashbeat.control.admin import (
+    AdminError,
+    ConflictError,
+    RunInProgressError,
+    ScheduleAdmin,
+    StoreProblemError,
+    UnknownEntryError,
+)
 from celery_hashbeat.scheduler import Scheduler
 from celery_hashbeat.schedules import hashcron, hashinterval
 from celery_hashbeat.worker import signals  # noqa: F401 - connects the worker's receivers
 
 __all__ += [
     "AdminError",
+    "ConflictError",
+    "RunInProgressError",
     "ScheduleAdmin",
     "Scheduler",
+    "StoreProblemError",
     "UnknownEntryError",
     "hashcron",
     "hashinterval",

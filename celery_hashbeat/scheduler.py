@@ -208,7 +208,7 @@ class Scheduler(beat.Scheduler):
                     self.watch, self.settings.http_host, self.settings.http_port, self.status
                 ).start()
             except PortInUse as exc:
-                raise ConfigurationExit(exc) from None
+                raise ConfigurationExit(exc, self.app.conf) from None
 
     def merge_inplace(self, b: Mapping[str, Any]) -> None:
         self._catalog.merge(b)
@@ -235,7 +235,7 @@ class Scheduler(beat.Scheduler):
         try:
             store = open_store(settings.store_url, settings.key_prefix, **settings.store_options)
         except StoreConfigError as exc:
-            raise ConfigurationExit(exc) from None
+            raise ConfigurationExit(exc, self.app.conf) from None
         except Exception as exc:
             self.leadership.lease.failed(exc, time.monotonic())
             return

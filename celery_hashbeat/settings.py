@@ -11,12 +11,15 @@ from __future__ import annotations
 import difflib
 import enum
 import math
+import re
+import sys
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from celery.exceptions import ImproperlyConfigured
+from celery.utils.log import LoggingProxy
 
 from celery_hashbeat._logs import SETTINGS
 from celery_hashbeat._outage import Once
@@ -93,20 +96,28 @@ _warned = Once()
 
 
 class ConfigurationExit(SystemExit):
-    """Ends ``celery beat`` with one line naming the setting and the fix, and no traceback: a
-    mistake in the configuration is the user's to correct, not a crash to debug.
+    """Ends ``celery beat`` with one line naming the setting (as the app spells it, given
+    ``conf``) and the fix, and no traceback: a mistake in the configuration is the user's to
+    correct, not a crash to debug.
 
-    The interpreter prints a SystemExit's message once, as one write to stderr, even when Celery
-    has redirected stderr into its log (an uncaught exception is written there in hundreds of
-    pieces, each its own log record). A thread swallows a SystemExit without a word, so off the
-    main thread (``EmbeddedService(thread=True)``) the line is logged as well.
+    Before Celery sets up logging, the interpreter prints the SystemExit's message once, as one
+    write to stderr (an uncaught exception would be written in hundreds of pieces). Once Celery
+    has redirected stderr into its log, that write would become a WARNING record, so the line is
+    logged as an ERROR instead and the exit carries only its code, 1. A thread swallows a
+    SystemExit without a word, so off the main thread (``EmbeddedService(thread=True)``) the line
+    is logged as well.
     """
 
-    def __init__(self, problem: Exception) -> None:
-        message = f"celery_hashbeat: {problem}"
-        super().__init__(message)
+    def __init__(self, problem: Exception, conf: Any = None) -> None:
+        text = str(problem) if conf is None else in_app_spelling(conf, str(problem))
+        message = f"celery_hashbeat: {text}"
         if threading.current_thread() is not threading.main_thread():
             logger.critical("%s", message)
+        elif isinstance(sys.stderr, LoggingProxy):
+            logger.error("%s", message)
+            super().__init__(1)
+            return
+        super().__init__(message)
 
 
 DEFAULT_STORE_URL = "sqlite:///celerybeat-hashbeat.sqlite"
@@ -225,6 +236,13 @@ class Settings:
         once only for the banner, which passes ``warn=False`` to keep the log to one warning)."""
         if warn:
             warn_unknown(conf)
+        try:
+            return cls._read(conf)
+        except ImproperlyConfigured as exc:
+            raise ImproperlyConfigured(in_app_spelling(conf, str(exc))) from None
+
+    @classmethod
+    def _read(cls, conf: Any) -> Settings:
         url = setting(conf, "hashbeat_store_url", DEFAULT_STORE_URL)
         if not isinstance(url, str):
             raise ImproperlyConfigured(
@@ -371,6 +389,30 @@ def min_replicas(value: object, url: str) -> int:
     return value
 
 
+#: The settings a message may name, in the spelling of an app without a namespace.
+SETTING_NAME = re.compile(r"\b(?:hashbeat_[a-z_]+|beat_cron_starting_deadline)\b")
+
+
+def in_app_spelling(conf: Any, text: str) -> str:
+    """``text`` with each setting it names spelled as this app's configuration spells it: under
+    Django's ``namespace="CELERY"``, ``hashbeat_catch_up`` is ``CELERY_HASHBEAT_CATCH_UP``."""
+    try:
+        prefix = str(getattr(conf, "prefix", None) or "")
+        keys = read_keys(conf)
+    except Exception:  # a configuration that cannot even be read: say it as it is
+        return text
+    if not prefix:
+        return text
+    spelled = {name: key for key, name in keys.items() if key != name}
+    spelled["beat_cron_starting_deadline"] = _prefixed(prefix, "beat_cron_starting_deadline")
+    return SETTING_NAME.sub(lambda found: spelled.get(found[0], found[0]), text)
+
+
+def _prefixed(prefix: str, name: str) -> str:
+    spelled = prefix + name
+    return spelled.upper() if prefix.isupper() else spelled.lower()
+
+
 def read_keys(conf: Any) -> dict[str, str]:
     """Every configuration key that ``conf.get()`` answers a known setting from, mapped to the
     setting: the name itself and, in an app configured with a namespace (Django's
@@ -380,8 +422,7 @@ def read_keys(conf: Any) -> dict[str, str]:
     prefix = str(getattr(conf, "prefix", None) or "")
     keys = {name: name for name in KNOWN_SETTINGS}
     for name in KNOWN_SETTINGS if prefix else ():
-        spelled = prefix + name
-        keys[spelled.upper() if prefix.isupper() else spelled.lower()] = name
+        keys[_prefixed(prefix, name)] = name
     return keys
 
 

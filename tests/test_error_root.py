@@ -4,12 +4,21 @@ from __future__ import annotations
 
 import pytest
 
-from celery_hashbeat import AdminError, CronSyntaxError, NoFireTimeError, UnknownEntryError, parse
+from celery_hashbeat import (
+    AdminError,
+    ConflictError,
+    CronSyntaxError,
+    NoFireTimeError,
+    RunInProgressError,
+    StoreProblemError,
+    UnknownEntryError,
+    parse,
+)
 from celery_hashbeat.control.definitions import DefinitionError
 from celery_hashbeat.entries.errors import EntryError, FanOutError, ScheduleEnded
 from celery_hashbeat.errors import HashbeatError
 from celery_hashbeat.observe.http import PortInUse
-from celery_hashbeat.store import StoreConfigError, StoreError
+from celery_hashbeat.store import StoreConfigError, StoreError, StoreReadOnly, StoreUnavailable
 
 
 @pytest.mark.parametrize(
@@ -19,12 +28,16 @@ from celery_hashbeat.store import StoreConfigError, StoreError
         (NoFireTimeError, LookupError),
         (AdminError, ValueError),
         (UnknownEntryError, ValueError),
+        (ConflictError, AdminError),
+        (RunInProgressError, AdminError),
+        (StoreProblemError, AdminError),
         (DefinitionError, ValueError),
         (EntryError, ValueError),
         (FanOutError, ValueError),
         (ScheduleEnded, ValueError),
         (StoreConfigError, ValueError),
         (StoreError, Exception),
+        (StoreReadOnly, StoreUnavailable),
         (PortInUse, Exception),
     ],
 )

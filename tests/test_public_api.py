@@ -11,11 +11,14 @@ import celery_hashbeat
 #: Every public name, as the README and docs/design.md §4 and §13 import them.
 PUBLIC = [
     "AdminError",
+    "ConflictError",
     "CronExpr",
     "CronSyntaxError",
     "NoFireTimeError",
+    "RunInProgressError",
     "ScheduleAdmin",
     "Scheduler",
+    "StoreProblemError",
     "UnknownEntryError",
     "hashcron",
     "hashinterval",

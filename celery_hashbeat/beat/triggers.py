@@ -5,6 +5,13 @@ The leader takes the waiting triggers from the store (under its lease) and sends
 runs (every copy of an entry fanned out to workers, each with an id derived from the trigger's),
 and what became of each publish (sent and recorded, to be given back, or lost as at most once
 allows).
+
+A trigger follows its entry's overlap policy (docs/design.md §12): the run of a guarded entry
+takes the entry's run lease for its own task id before it is sent, as a guarded slot's claim
+does. While another run holds the lease, ``skip`` drops the trigger (logged, and recorded as
+skipped), ``buffer_one`` keeps it waiting in the store until the lease is free, and ``replace``
+revokes the holder and sends. A trigger the operator forced (``--force``) is sent on top of any
+run, and recorded as forced.
 """
 
 from __future__ import annotations
@@ -13,7 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, NamedTuple
 from uuid import uuid5
 
-from celery_hashbeat._logs import SCHEDULER
+from celery_hashbeat._logs import OVERLAP, SCHEDULER
 from celery_hashbeat.beat.compat import BEAT_LOGGER
 from celery_hashbeat.beat.storecalls import FAILED
 from celery_hashbeat.control.definitions import (
@@ -68,16 +75,18 @@ def runs_of(
     return runs
 
 
-def settle(settled: Iterable[Settled[Run]], watch: Watch, now_ms: int) -> list[str]:
-    """Record the runs that went out and log those lost; the stored triggers to give back
-    (their publish surely failed), once each."""
-    back: dict[str, str] = {}
-    for (entry, trigger, task_id), _, outcome, error in settled:
+def settle(settled: Iterable[Settled[Run]], watch: Watch, now_ms: int) -> list[Run]:
+    """Record the runs that went out and log those lost; the runs to give back (their publish
+    surely failed)."""
+    back: list[Run] = []
+    for run, _, outcome, error in settled:
+        entry, trigger, task_id = run
         if outcome is Outcome.SENT:
-            logger.info("beat: %s triggered: sent as task %s", entry.name, task_id)
-            watch.triggered(entry.name, task_id, trigger.at, now_ms)
+            forced = " (forced past its overlap guard)" if trigger.force else ""
+            logger.info("beat: %s triggered: sent as task %s%s", entry.name, task_id, forced)
+            watch.triggered(entry.name, task_id, trigger.at, now_ms, forced=trigger.force)
         elif outcome in (Outcome.FAILED, Outcome.UNSENT):
-            back[trigger.id] = encode_trigger(trigger)
+            back.append(run)
         else:
             logger.error(
                 "beat: the trigger %s of %s %s (%s); it is not sent again",
@@ -86,12 +95,26 @@ def settle(settled: Iterable[Settled[Run]], watch: Watch, now_ms: int) -> list[s
                 "cannot be sent" if outcome is Outcome.DROPPED else "may not have gone out",
                 error,
             )
-    return list(back.values())
+    return back
+
+
+def given_back(runs: Iterable[Run]) -> list[str]:
+    """The stored triggers that ask again for ``runs``: a trigger whose one run goes back as it
+    was, else one trigger per run, for that copy and its task id alone, so that the runs of
+    the same trigger already sent are not sent again."""
+    back = []
+    for entry, trigger, task_id in runs:
+        if task_id == trigger.id:
+            back.append(encode_trigger(trigger))
+        else:
+            back.append(encode_trigger(Trigger(entry.name, task_id, trigger.at, trigger.force)))
+    return list(dict.fromkeys(back))
 
 
 class Triggers:
-    """Sends the triggers waiting in the store, as leader; gives back those that surely did
-    not go out, for the next leader's turn."""
+    """Sends the triggers waiting in the store, as leader, each as its entry's overlap policy
+    says; gives back those that surely did not go out, or wait for a run to end, for the next
+    turn."""
 
     def __init__(
         self,
@@ -112,6 +135,8 @@ class Triggers:
         self._copies = copies
         self._watch = watch
         self._now_ms = now_ms
+        #: Task ids of triggers waiting for a run to end (``buffer_one``), logged once each.
+        self._waiting: set[str] = set()
 
     def send_waiting(self) -> None:
         calls = self._calls
@@ -121,10 +146,67 @@ class Triggers:
         runs = runs_of(taken, self._entries, self._copies)
         if not runs:
             return
-        settled = self._publisher.send_each(runs, self._send)
-        back = settle(settled, self._watch, self._now_ms())
+        sendable, waiting = self._guarded(runs)
+        settled = self._publisher.send_each(sendable, self._send) if sendable else []
+        failed = settle(settled, self._watch, self._now_ms())
+        for entry, trigger, task_id in failed:
+            if entry.run_ttl_ms and not trigger.force:  # the lease taken for a run not sent
+                calls.attempt(calls.store.release_run, entry.name, task_id)
+        back = given_back([*waiting, *failed])
         if back:
             calls.attempt(calls.store.give_back_triggers, self._token, back)
+
+    def _guarded(self, runs: list[tuple[Run, int]]) -> tuple[list[tuple[Run, int]], list[Run]]:
+        """The runs to send now, each guarded one holding its entry's run lease, and the runs
+        that wait (``buffer_one``, or a store that did not answer); a run that ``skip`` drops
+        is logged and recorded here."""
+        calls = self._calls
+        sendable, waiting = [], []
+        for run, asked in runs:
+            entry, trigger, task_id = run
+            if not entry.run_ttl_ms or trigger.force:
+                sendable.append((run, asked))
+                continue
+            held = calls.attempt(calls.store.hold_run, entry.name, task_id, entry.run_ttl_ms)
+            holders = {} if held is not False else calls.attempt(calls.store.running, [entry.name])
+            holder = "" if holders is FAILED else holders.get(entry.name, "")
+            if held is True:
+                self._waiting.discard(task_id)
+                sendable.append((run, asked))
+            elif not holder:  # the store did not answer, or the lease lapsed meanwhile
+                waiting.append(run)
+            elif entry.overlap == "replace":
+                OVERLAP.info(
+                    "beat: the trigger %s of %s replaces the run in progress (task %s, "
+                    "overlap 'replace'): revoking it",
+                    task_id,
+                    entry.name,
+                    holder,
+                )
+                self._publisher.revoke(holder)
+                sendable.append((run, asked))
+            elif entry.overlap == "buffer_one":
+                if task_id not in self._waiting:
+                    self._waiting.add(task_id)
+                    OVERLAP.info(
+                        "beat: the trigger %s of %s waits for the run in progress (task %s, "
+                        "overlap 'buffer_one') to end",
+                        task_id,
+                        entry.name,
+                        holder,
+                    )
+                waiting.append(run)
+            else:
+                OVERLAP.warning(
+                    "beat: the trigger %s of %s is not sent: the run in progress (task %s) "
+                    "holds its run lease and its overlap is 'skip'; `hashbeat trigger --force` "
+                    "runs it anyway",
+                    task_id,
+                    entry.name,
+                    holder,
+                )
+                self._watch.trigger_skipped(entry.name, task_id, holder, self._now_ms())
+        return sendable, waiting
 
     def _send(self, run: Run, asked: int) -> None:
         entry, _, task_id = run

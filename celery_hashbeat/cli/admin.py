@@ -20,33 +20,36 @@ from celery_hashbeat.cli.loading import (
     connected,
     require_app,
 )
-from celery_hashbeat.cli.output import Failure, relative, stamp
-from celery_hashbeat.control.admin import AdminError, ScheduleAdmin, UnknownEntryError
+from celery_hashbeat.cli.output import (
+    Failure,
+    echo_json,
+    json_option,
+    relative,
+    stamp,
+    stamp_iso,
+)
+from celery_hashbeat.control.admin import AdminError, ScheduleAdmin
 from celery_hashbeat.control.definitions import DefinitionError, schedule_object
 
 
 class Refused(Failure):
-    """A change refused for bad input: the first line of the reason."""
+    """A change refused: the first line of the reason, with the exit code of its kind (the
+    AdminError's: 2 bad input, 3 no such entry, 4 the store, 5 a conflict, 6 not triggered)."""
 
     exit_code = AdminError.exit_code
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, exit_code: int = AdminError.exit_code) -> None:
         lines = message.splitlines() or [""]
         if len(lines) > 1:  # an expression error, with the expression and a caret under it
             lines[0] += f", in {lines[1].strip()!r}: check it with hashbeat explain"
         super().__init__(lines[0])
-
-
-class NoSuchEntry(Refused):
-    """A change of an entry that neither beat_schedule nor the store has."""
-
-    exit_code = UnknownEntryError.exit_code
+        self.exit_code = exit_code  # type: ignore[misc]  # click declares it per class
 
 
 @contextmanager
 def opened_admin(app_name: str | None) -> Iterator[ScheduleAdmin]:
     """ScheduleAdmin on the app's store (checked to answer); a refusal inside becomes one line
-    with its exit code, a store failure exit code 4."""
+    with its exit code."""
     app = require_app(app_name)
     beat_schedule(app)  # imports the task modules: their tasks are then known to be registered
     url, prefix, options = chosen_store(app, None, None)
@@ -54,8 +57,7 @@ def opened_admin(app_name: str | None) -> Iterator[ScheduleAdmin]:
         try:
             yield ScheduleAdmin(app, store)
         except AdminError as exc:
-            kind = NoSuchEntry if isinstance(exc, UnknownEntryError) else Refused
-            raise kind(str(exc)) from None
+            raise Refused(str(exc), exc.exit_code) from None
 
 
 #: The options that define an entry, as ``add`` takes them and ``update`` changes them.
@@ -70,6 +72,11 @@ DEFINITION_OPTIONS = (
     click.option("--queue", metavar="QUEUE", help="The queue to send to (options.queue)."),
     click.option("--overlap", metavar="MODE", help="allow, skip, buffer_one or replace."),
     click.option("--catch-up", metavar="MODE", help="latest, all or skip."),
+    click.option("--catch-up-window", metavar="SECONDS", help="Catch up no slot older than this."),
+    click.option(
+        "--expires", metavar="SECONDS", help="Workers drop a run that waited longer (options)."
+    ),
+    click.option("--priority", metavar="N", help="The message's priority (options.priority)."),
     click.option("--start", metavar="ISO", help="No slot before this (ISO 8601 with offset)."),
     click.option("--end", metavar="ISO", help="No slot after this (ISO 8601 with offset)."),
     click.option("--max-runs", metavar="N", help="Stop after N sends, counted in the store."),
@@ -88,13 +95,20 @@ UNSETTABLE = (
     "args",
     "kwargs",
     "queue",
+    "expires",
+    "priority",
     "overlap",
     "catch_up",
+    "catch_up_window",
     "start",
     "end",
     "max_runs",
     "workers",
 )
+
+
+#: The ``--unset`` fields kept in the entry's publish options.
+OPTION_FIELDS = ("queue", "expires", "priority")
 
 
 def definition_options(function: Callable[..., Any]) -> Callable[..., Any]:
@@ -141,6 +155,12 @@ def number(name: str, option: str, text: str) -> float:
         raise bad(name, option, f"{text!r} is not a number of seconds") from None
 
 
+def whole(name: str, option: str, text: str, least: int) -> int:
+    if not text.strip().isdigit() or int(text) < least:
+        raise bad(name, option, f"give a whole number of at least {least}, not {text!r}")
+    return int(text)
+
+
 def read_json(name: str, option: str, text: str, kind: type) -> Any:
     """``text`` as JSON of ``kind`` (list or dict), or a refusal with an example."""
     what, example = ("list", "'[42, \"eu\"]'") if kind is list else ("object", "'{\"full\": true}'")
@@ -172,12 +192,19 @@ def read_changes(
     if given.get("kwargs") is not None:
         changes["kwargs"] = read_json(name, "--kwargs", given["kwargs"] or "", dict)
     if given.get("queue") is not None:
-        changes["options"] = {**options, "queue": given["queue"]}
+        options["queue"] = given["queue"]
+    if given.get("expires") is not None:
+        options["expires"] = number(name, "--expires", given["expires"] or "")
+    if given.get("priority") is not None:
+        options["priority"] = whole(name, "--priority", given["priority"] or "", 0)
+    if options != dict(current.get("options") or {}):
+        changes["options"] = options
+    if given.get("catch_up_window") is not None:
+        changes["catch_up_window"] = number(
+            name, "--catch-up-window", given["catch_up_window"] or ""
+        )
     if given.get("max_runs") is not None:
-        text = given["max_runs"] or ""
-        if not text.strip().isdigit():
-            raise bad(name, "--max-runs", f"give a whole number of at least 1, not {text!r}")
-        changes["max_runs"] = int(text)
+        changes["max_runs"] = whole(name, "--max-runs", given["max_runs"] or "", 1)
     workers = given.get("workers")
     if workers is not None:
         nodes = [node.strip() for node in workers.split(",")]
@@ -195,12 +222,29 @@ def next_slot_line(admin: ScheduleAdmin, name: str) -> str:
     return f"next slot {stamp(slots[0])} ({relative(slots[0], now)})"
 
 
+def entry_json(admin: ScheduleAdmin, name: str, done: str) -> dict[str, Any]:
+    """What ``--json`` prints after a change: what was done, and the entry as it is now."""
+    view = admin.get(name)
+    return {
+        "done": done,
+        "entry": name,
+        "revision": view.revision,
+        "definition": view.definition,
+        "next_slot": stamp_iso(view.next_slots[0]) if view.next_slots else None,
+    }
+
+
 @click.command()
 @click.argument("name")
 @app_option
 @definition_options
+@json_option
 def add(
-    name: str, app_name: str | None, allow_unregistered_task: bool, **given: str | None
+    name: str,
+    app_name: str | None,
+    allow_unregistered_task: bool,
+    as_json: bool,
+    **given: str | None,
 ) -> None:
     """Add entry NAME to the store, beside beat_schedule; the leader picks it up within a
     second and sends it at its first slot after now, never at once.
@@ -221,7 +265,10 @@ def add(
     task, schedule = changes.pop("task"), changes.pop("schedule")
     with opened_admin(app_name) as admin:
         admin.add(name, task, schedule, allow_unregistered_task=allow_unregistered_task, **changes)
-        click.echo(f"added {name!r}: {next_slot_line(admin, name)}")
+        if as_json:
+            echo_json(entry_json(admin, name, "added"))
+        else:
+            click.echo(f"added {name!r}: {next_slot_line(admin, name)}")
 
 
 @click.command()
@@ -258,16 +305,23 @@ def update(
     if not unset and all(value is None for value in given.values()):
         raise bad(name, "update", "nothing to change: give an option (hashbeat update -h)")
     with opened_admin(app_name) as admin:
-        current = admin.get(name).definition
+        view = admin.get(name)
+        current = view.definition
         changes = read_changes(name, given, current)
         for field in unset:
-            if field == "queue":
+            if field in OPTION_FIELDS:
                 options = dict(changes.get("options", current.get("options")) or {})
-                options.pop("queue", None)
+                options.pop(field, None)
                 changes["options"] = options
             else:
                 changes[field] = None
-        admin.update(name, allow_unregistered_task=allow_unregistered_task, **changes)
+        # Only if the entry is still the revision the changes were read from (exit code 5).
+        admin.update(
+            name,
+            allow_unregistered_task=allow_unregistered_task,
+            revision=view.revision,
+            **changes,
+        )
         click.echo(f"updated {name!r}: {next_slot_line(admin, name)}")
 
 
@@ -321,8 +375,11 @@ def resume(name: str, app_name: str | None, catch_up: bool) -> None:
       hashbeat resume nightly-report -A proj
     """
     with opened_admin(app_name) as admin:
-        admin.resume(name, catch_up=catch_up)
+        resumed = admin.resume(name, catch_up=catch_up)
         line = next_slot_line(admin, name)
+    if not resumed:
+        click.echo(f"{name!r} is not paused; nothing changed: {line}")
+        return
     how = "catching up as its policy says" if catch_up else "from now"
     click.echo(f"resumed {name!r} {how}: {line}")
 
@@ -330,14 +387,30 @@ def resume(name: str, app_name: str | None, catch_up: bool) -> None:
 @click.command()
 @click.argument("name")
 @app_option
-def trigger(name: str, app_name: str | None) -> None:
-    """Ask for one run of entry NAME now and print its task id. The leader sends it within a
-    second (or, with no leader, when one leads), once, with a task id of its own and the
-    header hashbeat_trigger; the entry's slots do not move.
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Run it even while a run of it is in progress and its overlap is skip (recorded).",
+)
+@json_option
+def trigger(name: str, app_name: str | None, force: bool, as_json: bool) -> None:
+    """Ask for one run of entry NAME now; print its task id, then what becomes of it. The
+    leader sends it within a second (or, with no leader, when one leads), once, with a task id
+    of its own and the header hashbeat_trigger; the entry's slots do not move.
+
+    A trigger follows the entry's overlap: with skip, while a run of it is in progress, it is
+    refused (exit code 6) unless --force; with buffer_one it waits for that run to end; with
+    replace the run is revoked.
 
     \b
-    Example:
+    Examples:
       hashbeat trigger nightly-report -A proj
+      hashbeat trigger nightly-report -A proj --force --json
     """
     with opened_admin(app_name) as admin:
-        click.echo(admin.trigger(name))
+        triggered = admin.trigger(name, force=force)
+    if as_json:
+        echo_json(triggered.as_json())
+    else:
+        click.echo(str(triggered))
+        click.echo(triggered.note)

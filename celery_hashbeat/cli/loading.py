@@ -7,10 +7,13 @@ The same commands run as ``hashbeat CMD -A proj`` and as ``celery -A proj hashbe
 
 from __future__ import annotations
 
+import sysconfig
+import traceback
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import tzinfo
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -101,12 +104,12 @@ def _load(name: str) -> Celery:
                 f"cannot load the app {name!r}: there is no module {exc.name!r} (run from the "
                 "project's directory, or add it to PYTHONPATH)"
             ) from None
-        raise SetupError(f"importing the app {name!r} failed: {exc}") from None
+        raise SetupError(f"importing the app {name!r} failed{where_raised(exc)}: {exc}") from None
     except AttributeError as exc:
-        raise SetupError(f"cannot load the app {name!r}: {exc}") from None
+        raise SetupError(f"cannot load the app {name!r}{where_raised(exc)}: {exc}") from None
     except Exception as exc:  # any failure of the user's module is reported
         raise SetupError(
-            f"importing the app {name!r} failed: {type(exc).__name__}: {exc}"
+            f"importing the app {name!r} failed{where_raised(exc)}: {type(exc).__name__}: {exc}"
         ) from None
     from celery import Celery  # noqa: PLC0415 - only needed here, and only for the check
 
@@ -122,8 +125,31 @@ def beat_schedule(app: Celery) -> Mapping[str, Any]:
         app.loader.import_default_modules()
         schedule: Mapping[str, Any] = app.conf.beat_schedule or {}
     except Exception as exc:  # any failure of the user's modules is reported
-        raise SetupError(f"loading the app's modules failed: {type(exc).__name__}: {exc}") from None
+        raise SetupError(
+            f"loading the app's modules failed{where_raised(exc)}: {type(exc).__name__}: {exc}"
+        ) from None
     return schedule
+
+
+#: Where code that is not the user's lives: the interpreter's library, installed packages, this
+#: package.
+LIBRARIES = tuple(
+    {*(sysconfig.get_paths()[key] for key in ("stdlib", "purelib", "platlib"))}
+    | {str(Path(__file__).resolve().parents[1])}
+)
+
+
+def where_raised(exc: BaseException) -> str:
+    """`` (FILE, line N)``: the line of the user's code that ``exc`` came from (a syntax error's
+    own line), so that a failing import can be found; empty if none is the user's."""
+    if isinstance(exc, SyntaxError) and exc.filename:
+        return f" ({exc.filename}, line {exc.lineno})"
+    frames = [
+        frame
+        for frame in traceback.extract_tb(exc.__traceback__)
+        if not frame.filename.startswith(("<", *LIBRARIES))
+    ]
+    return f" ({frames[-1].filename}, line {frames[-1].lineno})" if frames else ""
 
 
 @dataclass

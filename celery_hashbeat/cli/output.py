@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import json
+import re
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timezone, tzinfo
 from typing import Any
@@ -19,7 +20,9 @@ class Exit(enum.IntEnum):
     USAGE = 2  # a bad option, argument, expression or entry definition (click's own code)
     SETUP = 3  # the app, its settings or entries, or an optional dependency is not usable;
     # for the commands that change an entry, no entry of that name (admin.UnknownEntryError)
-    STORE = 4  # the store is unreachable or refused the credentials
+    STORE = 4  # the store is unreachable, refused the credentials, or is read-only
+    CONFLICT = 5  # update: the entry changed meanwhile (admin.ConflictError)
+    NOT_TRIGGERED = 6  # trigger: a run in progress and overlap skip (admin.RunInProgressError)
 
 
 EXIT_CODES_HELP = """\b
@@ -30,11 +33,29 @@ Exit codes:
      refused (nothing stored changed)
   3  setup: the app, its hashbeat settings or entries, or an optional
      dependency cannot be used; or no entry of that name
-  4  store: unreachable, or it refused the credentials"""
+  4  store: unreachable, it refused the credentials, or it is read-only
+  5  conflict: update lost a race with another change of the entry
+     (nothing written; read it again and repeat)
+  6  not triggered: a run of the entry is in progress and its overlap is
+     skip (trigger --force runs it anyway)"""
+
+#: A URL's password: what ``redact`` hides (not the ``user:password@`` of the examples).
+PASSWORD_IN_URL = re.compile(
+    r"(?P<head>\b[a-zA-Z][a-zA-Z0-9+.-]*://(?!user:password@)[^\s:/@]*:)[^\s@/]+@"
+)
+
+
+def redact(text: str) -> str:
+    """``text`` with the password of every URL in it hidden (``redis://user:***@host``)."""
+    return PASSWORD_IN_URL.sub(r"\g<head>***@", text)
 
 
 class Failure(click.ClickException):
-    """A one-line error, no traceback; each subclass carries the exit code of its kind."""
+    """A one-line error, no traceback; each subclass carries the exit code of its kind. No
+    password is ever printed: any URL in the message is redacted."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(redact(message))
 
 
 class Findings(Failure):

@@ -22,7 +22,7 @@ from celery_hashbeat.cli.loading import (
     find_celery_app,
 )
 from celery_hashbeat.cli.output import (
-    Findings,
+    SetupError,
     echo_json,
     json_option,
     relative,
@@ -33,7 +33,7 @@ from celery_hashbeat.cli.output import (
 from celery_hashbeat.control.admin import EntryView, ScheduleAdmin, UnknownEntryError
 from celery_hashbeat.observe.history import HISTORY_CAP, MISSED, SENT, SKIPPED, Record, decode
 from celery_hashbeat.settings import DEFAULT_KEY_PREFIX
-from celery_hashbeat.store import Store
+from celery_hashbeat.store import Store, mask_url
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -245,10 +245,13 @@ def show(
         if view is not None:
             click.echo("history    none yet")
             return
-        raise Findings(
-            f"entry {name!r} has no history in {store_url} (prefix {prefix!r}): check the name "
-            "(hashbeat entries lists them) and the prefix"
+        raise SetupError(
+            f"no entry {name!r}, and no history of one, in {mask_url(store_url)} (prefix "
+            f"{prefix!r}): check the name (hashbeat entries lists them) and the prefix"
         )
+    gone = app is not None and view is None and next_slot is None
+    if gone:
+        click.echo(f"entry      {name}  (gone: in neither beat_schedule nor the store)")
     rows = [
         [
             stamp(record.at),
@@ -261,6 +264,8 @@ def show(
         for record in history
     ]
     click.echo(table(["WHEN", "OUTCOME", "SLOT", "BY", "TASK ID", "DETAIL"], rows))
+    if gone:
+        raise SetupError(f"no entry {name!r} now: above is the history it left (exit code 3)")
 
 
 def planned_slot(app: Celery, store: Store, name: str, now: int) -> int | None:

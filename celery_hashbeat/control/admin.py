@@ -10,11 +10,13 @@ added, updated and removed. What it shows of an entry, and what the ``hashbeat``
 from __future__ import annotations
 
 import builtins
+import functools
 import json
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
 
 from celery_hashbeat.control.definitions import (
     STORED_KEYS,
@@ -37,11 +39,12 @@ from celery_hashbeat.errors import HashbeatError
 from celery_hashbeat.observe.history import Record
 from celery_hashbeat.observe.history import decode as decode_record
 from celery_hashbeat.settings import Settings
-from celery_hashbeat.store import open_store
+from celery_hashbeat.store import StoreConfigError, StoreError, StoreReadOnly, open_store
 from celery_hashbeat.store.controls import DEFINITION, PAUSE
+from celery_hashbeat.store.options import mask_url
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Mapping
 
     from celery import Celery
 
@@ -68,6 +71,104 @@ class UnknownEntryError(AdminError):
     exit_code = 3
 
 
+class StoreProblemError(AdminError):
+    """The store could not be used: unreachable, refusing the credentials, read-only (then
+    ``read_only`` is True), or its URL or options malformed. Nothing is known to have been
+    written."""
+
+    exit_code = 4
+    read_only = False
+
+
+class ConflictError(AdminError):
+    """An update lost a race: the entry was changed or removed after it was read. Nothing was
+    written; read it again and repeat the change."""
+
+    exit_code = 5
+
+
+class RunInProgressError(AdminError):
+    """A trigger not queued: the entry's overlap is ``skip`` and a run of it holds its run
+    lease. ``force=True`` (``hashbeat trigger --force``) runs it anyway."""
+
+    exit_code = 6
+
+
+class Triggered(str):
+    """A trigger's task id (the ``str`` itself), with what became of the request: the entry's
+    ``overlap``, the task whose run held the entry's run lease when it was asked (``running``,
+    or None), whether it was ``forced`` past the guard, and a ``note`` in words."""
+
+    __slots__ = ("entry", "forced", "note", "overlap", "running")
+    entry: str
+    overlap: str
+    running: str | None
+    forced: bool
+    note: str
+
+    def __new__(
+        cls, task_id: str, entry: str, overlap: str, running: str | None, forced: bool
+    ) -> Triggered:
+        triggered = super().__new__(cls, task_id)
+        triggered.entry, triggered.overlap = entry, overlap
+        triggered.running, triggered.forced = running, forced
+        triggered.note = _trigger_note(overlap, running, forced)
+        return triggered
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "entry": self.entry,
+            "task_id": str(self),
+            "overlap": self.overlap,
+            "running": self.running,
+            "forced": self.forced,
+            "note": self.note,
+        }
+
+
+def _trigger_note(overlap: str, running: str | None, forced: bool) -> str:
+    if forced and running:
+        return f"forced: it runs beside task {running}, which holds the run lease"
+    if running is None:
+        return "queued: the leader sends it within a second"
+    if overlap == "buffer_one":
+        return f"queued: it waits for task {running} to end (overlap buffer_one)"
+    if overlap == "replace":
+        return f"queued: the leader revokes task {running} and sends it (overlap replace)"
+    return f"queued beside task {running} (overlap {overlap})"
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def admin_errors(method: Callable[P, R]) -> Callable[P, R]:
+    """Turn every failure of ``method`` into an AdminError (or one of its subclasses): the
+    store's (its password masked), a definition refused by a decoder."""
+
+    @functools.wraps(method)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(*args, **kwargs)
+        except AdminError:
+            raise
+        except (StoreError, StoreConfigError) as exc:
+            raise store_problem(exc) from None
+        except (DefinitionError, EntryError) as exc:
+            raise AdminError(str(exc)) from None
+
+    return wrapper
+
+
+def store_problem(exc: StoreError | StoreConfigError) -> StoreProblemError:
+    """The store's error for an operator, who is not retried: without the beats' "; will
+    retry", read-only said as such."""
+    text = str(exc).removesuffix("; will retry")
+    problem = StoreProblemError(text)
+    problem.read_only = isinstance(exc, StoreReadOnly)
+    return problem
+
+
 @dataclass(frozen=True)
 class EntryView:
     """One entry as ``list`` and ``get`` show it."""
@@ -82,6 +183,9 @@ class EntryView:
     #: copies' together), as the leader plans them; empty for one it sends no more.
     next_slots: list[int]
     recent: list[Record]
+    #: A store entry's revision (1 when added, one more per update); None for a config entry.
+    #: ``update(..., revision=...)`` changes the entry only if it is still this one.
+    revision: int | None = None
 
     @property
     def paused(self) -> bool:
@@ -127,11 +231,16 @@ def plan_schedule(
 
 
 class ScheduleAdmin:
-    """The schedule of ``app``'s beats, changed at run time through its store."""
+    """The schedule of ``app``'s beats, changed at run time through its store. Every failure
+    is an AdminError or one of its subclasses (UnknownEntryError, StoreProblemError,
+    ConflictError, RunInProgressError)."""
 
     def __init__(self, app: Celery, store: Store | None = None) -> None:
         self.app = app
-        self.settings = Settings.from_conf(app.conf, warn=False)
+        try:
+            self.settings = Settings.from_conf(app.conf, warn=False)
+        except Exception as exc:  # ImproperlyConfigured, worded for the setting at fault
+            raise AdminError(str(exc)) from None
         self._store = store
         self._finalized = False
         #: Wall-clock seconds since the epoch, as the beats' (changes are stamped with it).
@@ -155,6 +264,7 @@ class ScheduleAdmin:
 
     # Store entries ----------------------------------------------------------------------------
 
+    @admin_errors
     def add(
         self,
         name: str,
@@ -178,27 +288,48 @@ class ScheduleAdmin:
             "options": options,
             **more,
         }
-        text = self._checked(name, definition, allow_unregistered_task)
+        text = self._checked(name, definition, allow_unregistered_task, revision=1)
         if self.store.edit(name, {DEFINITION: text}, require=False) is None:
             raise AdminError(
                 f"entry {name!r} is in the store already: change it with update, or remove it first"
             )
 
-    def update(self, name: str, *, allow_unregistered_task: bool = False, **changes: Any) -> None:
+    @admin_errors
+    def update(
+        self,
+        name: str,
+        *,
+        allow_unregistered_task: bool = False,
+        revision: int | None = None,
+        **changes: Any,
+    ) -> None:
         """Change some fields of a store entry (None removes an optional one); applied from
-        its next slot after the update, with nothing caught up from before it."""
+        its next slot after the update, with nothing caught up from before it. The stored
+        definition is replaced only if it is still the one read here (and, with ``revision``,
+        still that revision): a concurrent change makes it raise ConflictError, never lose
+        one of the two."""
         self._not_configured(name, "update")
         unknown = set(changes) - set(STORED_KEYS)
         if unknown:
             raise AdminError(f"cannot update {sorted(unknown)}; fields: {', '.join(STORED_KEYS)}")
-        current = self._stored_definition(name)
         for key in ("task", "schedule"):
             if key in changes and changes[key] is None:
                 raise AdminError(f"entry {name!r}: {key!r} cannot be removed, only changed")
-        text = self._checked(name, {**current, **changes}, allow_unregistered_task)
-        if self.store.edit(name, {DEFINITION: text}, require=True) is None:
-            raise UnknownEntryError(f"entry {name!r} was removed from the store meanwhile")
+        stored = self.store.controls_of(name)[0]
+        if stored is None:
+            raise UnknownEntryError(f"no store entry {name!r}: add it first (`hashbeat entries`)")
+        current, current_revision = self._decoded(name, stored)
+        if revision is not None and (isinstance(revision, bool) or not isinstance(revision, int)):
+            raise AdminError(f"entry {name!r}: revision must be a whole number, not {revision!r}")
+        if revision is not None and revision != current_revision:
+            raise ConflictError(self._conflict(name, f"it is at revision {current_revision}"))
+        text = self._checked(
+            name, {**current, **changes}, allow_unregistered_task, current_revision + 1
+        )
+        if self.store.swap_definition(name, stored, text) is None:
+            raise ConflictError(self._conflict(name, "it was changed or removed meanwhile"))
 
+    @admin_errors
     def remove(self, name: str) -> None:
         """Remove a store entry (and its pause); its slots stop, its history stays."""
         self._not_configured(name, "remove")
@@ -207,37 +338,66 @@ class ScheduleAdmin:
 
     # Any entry --------------------------------------------------------------------------------
 
+    @admin_errors
     def pause(self, name: str, reason: str = "") -> None:
         """Send nothing of the entry until it is resumed (triggers still go out)."""
         self._existing(name)
+        if not isinstance(reason, str):
+            raise AdminError(f"entry {name!r}: the reason must be text, not {reason!r}")
         record = encode_pause(Pause(True, reason, self._now_ms()))
         self.store.edit(name, {PAUSE: record})
 
-    def resume(self, name: str, catch_up: bool = False) -> None:
+    @admin_errors
+    def resume(self, name: str, catch_up: bool = False) -> bool:
         """Send the entry's slots again: from now on, or, with ``catch_up``, from its last sent
-        slot, as its catch-up policy says (a long pause with catch_up="all" sends a burst). An
-        entry that is not paused is left as it is."""
+        slot, as its catch-up policy says (a long pause with catch_up="all" sends a burst).
+        False, with nothing changed, for an entry that is not paused."""
         self._existing(name)
         pause = self._pause(name, self.store.controls_of(name)[1])
         if pause is None or not pause.paused:
-            return
+            return False
         record = None if catch_up else encode_pause(Pause(False, resumed=self._now_ms()))
         self.store.edit(name, {PAUSE: record})
+        return True
 
-    def trigger(self, name: str) -> str:
-        """Ask for one run now, with a task id of its own; returns that id. The leader sends it
-        within a second (or when a beat leads again), once; the entry's slots do not move."""
-        self._existing(name)
+    @admin_errors
+    def trigger(self, name: str, force: bool = False) -> Triggered:
+        """Ask for one run now, with a task id of its own; returns that id (a Triggered, which
+        says what becomes of it). The leader sends it within a second (or when a beat leads
+        again), once, as the entry's ``overlap`` says (docs/design.md §12); the entry's slots do
+        not move. With ``skip`` and a run in progress it raises RunInProgressError, unless
+        ``force``, which sends it on top of the run and records it as forced."""
+        asked = self._now_ms()
+        definition = self._existing(name)
+        entry = Catalog.trial(self.app, self.settings, asked, name, definition)
+        running = None
+        if entry.run_ttl_ms:
+            # A fanned-out entry is tried as a copy: its copies' leases are looked for.
+            held = self.store.running([name] if entry.name == name else None)
+            running = next(
+                (task for run, task in sorted(held.items()) if run.partition("@")[0] == name),
+                None,
+            )
+        overlap = str(entry.overlap)
+        if running is not None and overlap == "skip" and not force:
+            raise RunInProgressError(
+                f"entry {name!r} was not triggered: its run in progress (task {running}) holds "
+                f"its run lease and its overlap is 'skip'; wait for the run to end, or run it "
+                f"anyway with --force (force=True)"
+            )
         task_id = str(uuid.uuid4())
-        self.store.ask(encode_trigger(Trigger(name, task_id, self._now_ms())))
-        return task_id
+        self.store.ask(encode_trigger(Trigger(name, task_id, asked, force)))
+        return Triggered(task_id, name, overlap, running, force)
 
+    @admin_errors
     def get(self, name: str) -> EntryView:
+        _check_text(name)
         views = self._views([name])
         if not views:
             raise UnknownEntryError(self._unknown(name))
         return views[0]
 
+    @admin_errors
     def list(self) -> builtins.list[EntryView]:
         return self._views(None)
 
@@ -260,31 +420,43 @@ class ScheduleAdmin:
                 f"the configuration instead (pause, resume and trigger work on it)"
             )
 
-    def _stored_definition(self, name: str) -> dict[str, Any]:
-        definition = self.store.controls_of(name)[0]
-        if definition is None:
-            raise UnknownEntryError(f"no store entry {name!r}: add it first (`hashbeat entries`)")
+    def _decoded(self, name: str, stored: str) -> tuple[dict[str, Any], int]:
+        """A stored definition and its revision; one that does not read back is replaced
+        whole by the update, which must then give task and schedule."""
         try:
-            return decode(name, definition).definition
+            read = decode(name, stored)
         except DefinitionError:
-            return {}  # replaced whole by the update, which must then give task and schedule
+            return {}, 0
+        return read.definition, read.revision
 
-    def _existing(self, name: str) -> None:
-        if name in self._configured():
-            return
-        if self.store.controls_of(name)[0] is None:
+    def _conflict(self, name: str, why: str) -> str:
+        return (
+            f"entry {name!r} was not updated: {why}, by another update since this one read it; "
+            f"nothing was written: read it again (hashbeat show {name}) and repeat the change"
+        )
+
+    def _existing(self, name: str) -> Any:
+        """The definition of entry ``name``, configured or stored."""
+        _check_text(name)
+        configured = self._configured()
+        if name in configured:
+            return configured[name]
+        stored = self.store.controls_of(name)[0]
+        if stored is None:
             raise UnknownEntryError(self._unknown(name))
+        return decode(name, stored).definition
 
     def _unknown(self, name: str) -> str:
         return (
-            f"no entry {name!r} in beat_schedule or in the store ({self.settings.store_url}, "
-            f"prefix {self.settings.key_prefix!r}): `hashbeat entries` lists them"
+            f"no entry {name!r} in beat_schedule or in the store "
+            f"({mask_url(self.settings.store_url)}, prefix {self.settings.key_prefix!r}): "
+            f"`hashbeat entries` lists them"
         )
 
-    def _checked(self, name: str, definition: dict[str, Any], any_task: bool) -> str:
+    def _checked(self, name: str, definition: dict[str, Any], any_task: bool, revision: int) -> str:
         """The definition's stored text, once it is known to build as the beats will."""
         try:
-            text = encode(name, definition, self._now_ms())
+            text = encode(name, definition, self._now_ms(), revision)
             decoded = decode(name, text).definition
             Catalog.trial(self.app, self.settings, self._now_ms(), name, decoded)
         except (DefinitionError, EntryError) as exc:
@@ -311,10 +483,12 @@ class ScheduleAdmin:
         views = []
         for name in chosen:
             stored, pause_text = records.get(name, (None, None))
+            revision = None
             if name in configured:
                 source, definition = "config", self._config_data(name, configured[name])
             else:
                 source, definition = "store", _stored_data(name, cast(str, stored))
+                revision = definition.pop("revision", 0)
             slots = [
                 slot
                 for planned_name in planning[name]
@@ -330,6 +504,7 @@ class ScheduleAdmin:
                     self._pause(name, pause_text),
                     sorted(slots)[:NEXT_SLOTS],
                     [r for r in map(decode_record, self.store.history(name, RECENT)) if r],
+                    revision,
                 )
             )
         return views
@@ -364,7 +539,16 @@ def _stored_data(name: str, text: str) -> dict[str, Any]:
     return data
 
 
+def _check_text(name: object) -> None:
+    """An entry name given to a method that looks one up: text, not empty."""
+    if not isinstance(name, str) or not name:
+        raise AdminError(
+            f"entry name {name!r}: give the entry's name as text (hashbeat entries lists them)"
+        )
+
+
 def check_name_or_refuse(name: str) -> None:
+    _check_text(name)
     try:
         check_name(name)
     except DefinitionError as exc:

@@ -87,11 +87,13 @@ class Pause(NamedTuple):
 
 
 class Trigger(NamedTuple):
-    """One run asked for now: the entry, the task id it gets, and when it was asked (ms)."""
+    """One run asked for now: the entry, the task id it gets, when it was asked (ms), and
+    whether the operator forced it past the entry's overlap guard (docs/design.md §12)."""
 
     entry: str
     id: str
     at: int
+    force: bool = False
 
 
 def check_name(name: object) -> str:
@@ -190,15 +192,18 @@ def schedule_object(name: str, data: Any) -> Any:
 
 
 class Stored(NamedTuple):
-    """A stored entry read back: its definition, and when it was added or last updated (ms)."""
+    """A stored entry read back: its definition, when it was added or last updated (ms), and
+    its revision (1 when added, one more per update; 0 for one stored before revisions)."""
 
     definition: dict[str, Any]
     changed: int
+    revision: int = 0
 
 
-def encode(name: str, definition: dict[str, Any], changed: int = 0) -> str:
+def encode(name: str, definition: dict[str, Any], changed: int = 0, revision: int = 0) -> str:
     """A definition (schedule object inside) as the JSON text the store keeps, stamped with
-    when it changed, so that no beat ever catches up slots from before then."""
+    when it changed, so that no beat ever catches up slots from before then, and with its
+    revision, so that two updates of one revision cannot both land (docs/design.md §13)."""
     unknown = set(definition) - set(STORED_KEYS)
     if unknown:
         raise DefinitionError(
@@ -216,10 +221,19 @@ def encode(name: str, definition: dict[str, Any], changed: int = 0) -> str:
                 f"{data['args']!r}"
             )
         data["args"] = list(data["args"])
+    kwargs = data.get("kwargs")
+    if kwargs is not None and (
+        not isinstance(kwargs, dict) or not all(isinstance(key, str) for key in kwargs)
+    ):
+        raise DefinitionError(
+            f"entry {name!r}: 'kwargs' must map keyword names (text) to values, not {kwargs!r}"
+        )
     data["changed"] = changed
+    if revision:
+        data["revision"] = revision
     try:
         text = json.dumps(data, sort_keys=True, allow_nan=False)
-    except (TypeError, ValueError, RecursionError) as exc:
+    except (TypeError, ValueError, RecursionError) as exc:  # nested past what JSON can write
         raise DefinitionError(
             f"entry {name!r}: args, kwargs and options must be plain JSON (strings, numbers, "
             f"true/false, null, lists and objects): {exc}"
@@ -242,6 +256,9 @@ def _decode(name: str, text: str) -> Stored:
     if not isinstance(data, dict):
         raise DefinitionError(f"entry {name!r}: the stored definition is not a JSON object")
     changed = data.pop("changed", 0)
+    revision = data.pop("revision", 0)
+    if isinstance(revision, bool) or not isinstance(revision, int) or revision < 0:
+        raise DefinitionError(f"entry {name!r}: 'revision' must be a count, not {revision!r}")
     unknown = set(data) - set(STORED_KEYS)
     if unknown:
         raise DefinitionError(
@@ -271,7 +288,7 @@ def _decode(name: str, text: str) -> Stored:
             f"entry {name!r}: 'workers' must be \"*\" or a list of worker node names, "
             f"not {workers!r}"
         )
-    return Stored(definition, changed)
+    return Stored(definition, changed, revision)
 
 
 def check_options(name: str, options: Any) -> dict[str, Any]:
@@ -306,14 +323,18 @@ def decode_pause(name: str, text: str) -> Pause:
 
 
 def encode_trigger(trigger: Trigger) -> str:
-    return json.dumps(trigger._asdict())
+    data: dict[str, Any] = trigger._asdict()
+    if not trigger.force:
+        del data["force"]  # as a release without forced triggers wrote it
+    return json.dumps(data)
 
 
 def decode_trigger(text: str) -> Trigger:
     """A stored trigger; like ``decode``, failing only as a DefinitionError."""
     with _unreadable(f"a stored trigger {text[:80]!r}"):
         data = read_json("a stored trigger", text)
-        return Trigger(str(data["entry"]), str(data["id"]), _ms(data["at"], "'at'"))
+        force = data.get("force", False)
+        return Trigger(str(data["entry"]), str(data["id"]), _ms(data["at"], "'at'"), force is True)
 
 
 def read_json(where: str, text: object) -> Any:

@@ -119,6 +119,8 @@ class _Term:
         self.expression = expression
         self.field = field_
         self.start = start
+        #: As the user wrote it, for messages; ``text`` is upper-cased for matching.
+        self.written = text
         self.text = text.upper()
 
     def fail(self, message: str, offset: int = 0, length: int | None = None) -> NoReturn:
@@ -258,7 +260,7 @@ def _parse_term(term: _Term, into: _FieldValues) -> None:
         )
         _add_range(into, low, high, step, term.text)
     else:
-        term.fail(_unknown_term_message(field_, text))
+        term.fail(_unknown_term_message(field_, term.written))
 
 
 def _unknown_term_message(field_: Field, text: str) -> str:

@@ -120,12 +120,25 @@ class Watch:
         if self.metrics is not None:
             self.metrics.count_sent(entry, lateness / 1000)
 
-    def triggered(self, entry: str, task_id: str, asked_ms: int, published_ms: int) -> None:
-        """A run asked for by an operator went out (its lateness counts from the asking)."""
+    def triggered(
+        self, entry: str, task_id: str, asked_ms: int, published_ms: int, forced: bool = False
+    ) -> None:
+        """A run asked for by an operator went out (its lateness counts from the asking);
+        ``forced``: past the entry's overlap guard, on the operator's --force."""
         lateness = published_ms - asked_ms
+        reason = "forced past the overlap guard" if forced else ""
         self.outbox.add(
-            entry, Record(TRIGGER, None, published_ms, self.token, task_id, lateness_ms=lateness)
+            entry,
+            Record(TRIGGER, None, published_ms, self.token, task_id, reason, lateness_ms=lateness),
         )
+
+    def trigger_skipped(self, entry: str, task_id: str, holder: str, now_ms: int) -> None:
+        """A trigger was not sent: the run of task ``holder`` holds the entry's run lease and
+        the entry's overlap is ``skip``."""
+        reason = f"trigger while task {holder} runs (overlap skip)"
+        self.outbox.add(entry, Record(SKIPPED, None, now_ms, self.token, task_id, reason))
+        if self.metrics is not None:
+            self.metrics.count_skipped(entry, "overlap")
 
     def skipped(self, entry: str, slot: int, reason: str, now_ms: int, holder: str = "") -> None:
         """``slot`` was not sent; ``holder`` is the task whose run it would have overlapped."""

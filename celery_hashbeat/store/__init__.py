@@ -9,6 +9,7 @@ from celery_hashbeat.store.base import (
     StoreAuthError,
     StoreConfigError,
     StoreError,
+    StoreReadOnly,
     StoreUnavailable,
 )
 from celery_hashbeat.store.options import config_error, mask_url
@@ -25,6 +26,7 @@ __all__ = [
     "StoreAuthError",
     "StoreConfigError",
     "StoreError",
+    "StoreReadOnly",
     "StoreUnavailable",
     "mask_url",
     "open_store",

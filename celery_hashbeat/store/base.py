@@ -66,6 +66,10 @@ class ReplicasBehind(StoreUnavailable):
     the store answers and the lease holds, but what was changed must not be acted on yet."""
 
 
+class StoreReadOnly(StoreUnavailable):
+    """The store answers but refuses writes: a Redis replica, or a read-only SQLite file."""
+
+
 class StoreAuthError(StoreError):
     """The store refused the credentials: retrying will not help until the settings change."""
 
@@ -199,6 +203,9 @@ class Store(ControlRecords, abc.ABC):
         self, name: str, values: Mapping[str, str | None], require: bool | None = None
     ) -> int | None:
         return self._records.edit(name, values, require)
+
+    def swap_definition(self, name: str, expected: str, definition: str) -> int | None:
+        return self._records.swap_definition(name, expected, definition)
 
     def changes(self, since: int) -> Changes:
         return self._records.changes(since)

@@ -5,7 +5,8 @@ read by ``celery_hashbeat.control.definitions``), none of them lease-checked on 
 operator writes them whether or not a beat runs:
 
 - per name, a *definition* (an entry kept in the store beside ``beat_schedule``) and a *pause*
-  record (for any entry, configured or stored);
+  record (for any entry, configured or stored); an update replaces a definition only if it is
+  still the one the update read (``swap_definition``), so concurrent updates never lose one;
 - a *version*, raised by every write, with each name marked by the version of its last change,
   so that a beat reads only what changed since the version it last saw (10,000 stored entries
   are read once, not once per change);
@@ -50,6 +51,13 @@ class ControlRecords(abc.ABC):
         """Set (text) or delete (None) ``name``'s DEFINITION and/or PAUSE in one atomic step,
         raising the version. ``require`` True or False asks that a definition be, or not be,
         stored already; if not, nothing changes and None is returned. Returns the new version."""
+
+    @abc.abstractmethod
+    def swap_definition(self, name: str, expected: str, definition: str) -> int | None:
+        """Compare-and-set: replace ``name``'s definition with ``definition`` only if the stored
+        one is still exactly ``expected``, in one atomic step raising the version (its pause
+        stays). Returns the new version, or None (nothing changed) when the stored definition
+        is another, or gone: someone changed or removed it since ``expected`` was read."""
 
     @abc.abstractmethod
     def changes(self, since: int) -> Changes:

@@ -129,8 +129,26 @@ def test_a_mistake_in_django_settings_ends_beat_with_one_clear_line(tmp_path: Pa
     code, output = beat(config, django=True)
     assert code not in (0, None) and "Traceback" not in output, output
     assert error_lines(output) == [
-        "celery_hashbeat: hashbeat_catch_up must be one of 'latest', 'all', 'skip', not 'newest'"
+        "celery_hashbeat: CELERY_HASHBEAT_CATCH_UP must be one of 'latest', 'all', 'skip', "
+        "not 'newest'"
     ]
+
+
+def test_a_store_option_mistake_in_django_settings_is_an_error_in_django_spelling(
+    tmp_path: Path,
+) -> None:
+    """Found once the store is opened, after Celery has taken stderr into its log: the line is
+    logged at ERROR (not as the WARNING a write to the redirected stderr becomes), and beat
+    exits 1."""
+    config = {
+        "CELERY_HASHBEAT_STORE_URL": f"sqlite:///{tmp_path}/store.sqlite",
+        "CELERY_HASHBEAT_STORE_OPTIONS": {"bogus": 1},
+    }
+    code, output = beat(config, django=True)
+    assert code == 1 and "Traceback" not in output, output
+    (line,) = error_lines(output)
+    assert "ERROR/MainProcess] celery_hashbeat: CELERY_HASHBEAT_STORE_URL=" in line, line
+    assert "unknown option(s) bogus" in line and "hashbeat_" not in line, line
 
 
 def test_a_bad_entry_is_skipped_by_name_and_the_others_run(tmp_path: Path) -> None:

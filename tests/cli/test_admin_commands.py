@@ -135,7 +135,7 @@ def test_an_entry_through_its_life(run: Run, target: Target) -> None:
     pause = store.changes(0).records[NAME][1]
     assert pause is not None and json.loads(pause)["paused"] is False
 
-    task_id = ok(hashbeat(run, target, "trigger", NAME)).strip()
+    task_id = ok(hashbeat(run, target, "trigger", NAME)).splitlines()[0]
     assert str(uuid.UUID(task_id)) == task_id
     triggers = [json.loads(text) for text in store.triggers()]
     assert [(t["entry"], t["id"]) for t in triggers] == [(NAME, task_id)]
@@ -166,6 +166,19 @@ def test_bad_input_is_one_line_with_its_exit_code_and_changes_nothing(
         (["add", "x", "--task", "proj.nope", "--every", "9"], Exit.USAGE, "is not registered"),
         (["add", "refresh-prices", "--task", TASK, "--every", "9"], Exit.USAGE, "beat_schedule"),
         ([*add, "--every", "9", "--overlap", "never"], Exit.USAGE, "overlap must be one of"),
+        # What every beat would refuse is refused before it is stored (one build path).
+        ([*add, "--every", "9", "--workers", "web-1"], Exit.USAGE, "not a worker node name"),
+        ([*add, "--every", "9", "--workers", "*", "--queue", "q"], Exit.USAGE, "cannot apply"),
+        (
+            [*add, "--every", "9", "--workers", "celery@a,celery@a"],
+            Exit.USAGE,
+            "more than once",
+        ),
+        (
+            [*add, "--every", "9", "--overlap", "buffer_one", "--catch-up", "all"],
+            Exit.USAGE,
+            "buffer_one",
+        ),
         (
             [
                 *add,
@@ -240,7 +253,7 @@ def test_the_docs_acl_users_let_operators_change_and_only_beats_lead(
     )
     ok(hashbeat(run, operator, "add", NAME, "--task", TASK, "--interval", "60"))
     ok(hashbeat(run, operator, "pause", "refresh-prices", "--reason", "acl"))
-    task_id = ok(hashbeat(run, operator, "trigger", NAME)).strip()
+    task_id = ok(hashbeat(run, operator, "trigger", NAME)).splitlines()[0]
     for command in (["update", NAME, "--max-runs", "3"], ["resume", "refresh-prices"]):
         ok(hashbeat(run, operator, *command))
     for command in (["entries"], ["show", NAME], ["status"]):

@@ -169,8 +169,10 @@ def test_django_export_converts_every_schedule_kind(
         _row("once", interval=SimpleNamespace(every=1, period="hours"), one_off=True),
     ]
     exported, skipped = migration["beat_schedule_from_django"](rows)
-    assert set(exported) == {"nightly-report", "poll-feeds", "sunset"}
-    assert set(skipped) == {"launch", "once"}
+    assert set(exported) == {"nightly-report", "poll-feeds", "sunset", "once"}
+    assert set(skipped) == {"launch"}
+    # A one_off row runs once: max_runs=1, as migration.md's table and workers.md both say.
+    assert exported["once"]["max_runs"] == 1
     nightly = exported["nightly-report"]
     assert nightly["schedule"] == hashcron("0 4 * * mon-fri", tz="Europe/Riga", day_and=True)
     assert nightly["args"] == ["eu"] and nightly["kwargs"] == {"full": True}

@@ -49,6 +49,23 @@ def test_a_requirement_that_fails_changes_nothing(store: Store) -> None:
     assert store.changes(0).records == {"a": ("d2", None)}
 
 
+def test_a_definition_is_swapped_only_if_it_is_still_the_one_read(store: Store) -> None:
+    """Compare-and-set: of two writers that read "d1", the first lands and the second changes
+    nothing, not even the version; the pause beside it stays."""
+    read = store.edit("a", {DEFINITION: "d1", PAUSE: "p1"})
+    assert read is not None
+    swapped = store.swap_definition("a", "d1", "d2")
+    assert swapped == read + 1
+    assert store.changes(read).records == {"a": ("d2", "p1")}
+    assert store.swap_definition("a", "d1", "d3") is None
+    assert store.changes(0).records == {"a": ("d2", "p1")}
+    assert store.changes(0).version == swapped
+    store.edit("a", {DEFINITION: None})
+    assert store.swap_definition("a", "d2", "d4") is None  # removed meanwhile
+    assert store.swap_definition("b", "", "d1") is None  # never stored: nothing to swap
+    assert store.changes(0).records == {"a": (None, "p1")}
+
+
 def test_a_version_later_than_the_stores_reads_everything(
     store: Store, connect: Callable[..., Store]
 ) -> None:

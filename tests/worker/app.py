@@ -100,12 +100,26 @@ def revoke_schedule() -> dict[str, dict[str, Any]]:
     }
 
 
+def trigger_schedule() -> dict[str, dict[str, Any]]:
+    """One guarded entry whose slots never come during a test: it runs only when triggered
+    (tests/worker/test_triggers_follow_overlap.py), 8 s each run."""
+    return {
+        "guarded": {
+            "task": "workers.run",
+            "schedule": hashcron("H H 1 1 *"),
+            "overlap": "skip",
+            "kwargs": {"seconds": 8},
+        }
+    }
+
+
 SCHEDULES = {
     "revoke": revoke_schedule,
     "overlap": overlap_schedule,
     "fanout": fanout_schedule,
     "history": history_schedule,
     "control": control_schedule,
+    "trigger": trigger_schedule,
 }
 
 app = Celery("hashbeat-workers")

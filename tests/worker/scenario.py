@@ -8,6 +8,8 @@ what the workers did, not what the beat says it did.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 import uuid
 from collections import defaultdict
@@ -19,7 +21,7 @@ from typing import Any
 import redis
 
 from celery_hashbeat.store import Store, open_store
-from tests.support.processes import Process, ProcessGroup, celery_beat_args, wait_until
+from tests.support.processes import ROOT, Process, ProcessGroup, celery_beat_args, wait_until
 from tests.support.redis_server import RedisProcess
 
 APP = "tests.worker.app"
@@ -73,6 +75,19 @@ class Scenario:
 
     def beat(self, name: str) -> Process:
         return self.processes.start(name, celery_beat_args(APP, self.workdir, name), self.env)
+
+    def hashbeat(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """``hashbeat ARGS -A tests.worker.app`` as an operator types it, on this scenario's
+        store."""
+        return subprocess.run(
+            [str(Path(sys.executable).parent / "hashbeat"), *args, "-A", APP],
+            cwd=ROOT,
+            env={**os.environ, **self.env, "PYTHONPATH": str(ROOT)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
 
     def log(self, process: Process) -> str:
         return process.log.read_text(errors="replace") if process.log.exists() else ""

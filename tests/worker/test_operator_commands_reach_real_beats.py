@@ -9,20 +9,16 @@ commands call, is tested in-process in tests/control/test_admin_changes_reach_ru
 from __future__ import annotations
 
 import hashlib
-import os
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.processes import ROOT, Process, wait_until
-from tests.worker.scenario import APP, Run, Scenario
+from tests.support.processes import Process, wait_until
+from tests.worker.scenario import Run, Scenario
 
 pytestmark = pytest.mark.slow
 
@@ -55,15 +51,7 @@ def operator(scenario: Scenario) -> Callable[..., str]:
     """``hashbeat ARGS -A tests.worker.app`` as an operator types it; its output."""
 
     def hashbeat(*args: str) -> str:
-        done = subprocess.run(
-            [str(Path(sys.executable).parent / "hashbeat"), *args, "-A", APP],
-            cwd=ROOT,
-            env={**os.environ, **scenario.env, "PYTHONPATH": str(ROOT)},
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        done = scenario.hashbeat(*args)
         assert done.returncode == 0, done.stderr
         return done.stdout.strip()
 
@@ -110,7 +98,7 @@ def outcome(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Outcome]:
         hashbeat("resume", "report")
         assert ran_after(scenario, at["resumed"], 1, 10), scenario.diagnostics()
         at["triggered"] = time.time()
-        result.trigger_id = hashbeat("trigger", "report")
+        result.trigger_id = hashbeat("trigger", "report").splitlines()[0]
         wait_until(lambda: any(r["trigger"] for r in scenario.records()), 10, 0.1)
         leader_of(scenario, beats).kill()
         at["killed"] = at["updated"] = time.time()

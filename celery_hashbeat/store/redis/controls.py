@@ -16,6 +16,7 @@ from celery_hashbeat.store.redis.scripts import (
     EDIT_CONTROLS_SCRIPT,
     GIVE_BACK_TRIGGERS_SCRIPT,
     READ_CHANGES_SCRIPT,
+    SWAP_DEFINITION_SCRIPT,
     TAKE_TRIGGERS_SCRIPT,
 )
 
@@ -28,6 +29,7 @@ class RedisControlRecords(ControlRecords):
         self._keys = keys
         self._edit = connection.script(EDIT_CONTROLS_SCRIPT)
         self._read_changes = connection.script(READ_CHANGES_SCRIPT)
+        self._swap = connection.script(SWAP_DEFINITION_SCRIPT)
         self._ask = connection.script(ASK_TRIGGER_SCRIPT)
         self._take = connection.script(TAKE_TRIGGERS_SCRIPT)
         self._give_back = connection.script(GIVE_BACK_TRIGGERS_SCRIPT)
@@ -53,6 +55,11 @@ class RedisControlRecords(ControlRecords):
             self._keys.changes_floor,
         ]
         version = int(self._redis.run(self._edit, keys, args))
+        return None if version < 0 else version
+
+    def swap_definition(self, name: str, expected: str, definition: str) -> int | None:
+        keys = [self._keys.version, self._keys.changes, self._keys.defs]
+        version = int(self._redis.run(self._swap, keys, [name, expected, definition]))
         return None if version < 0 else version
 
     def changes(self, since: int) -> Changes:

@@ -9,7 +9,12 @@ from __future__ import annotations
 import redis
 from redis.exceptions import RedisClusterException
 
-from celery_hashbeat.store.base import StoreAuthError, StoreError, StoreUnavailable
+from celery_hashbeat.store.base import (
+    StoreAuthError,
+    StoreError,
+    StoreReadOnly,
+    StoreUnavailable,
+)
 
 # Server replies that mean "not now" rather than "never": retrying later can succeed.
 # MOVED, ASK and CLUSTERDOWN come from a Redis Cluster whose slots are moving (a failover).
@@ -38,6 +43,9 @@ CLUSTER_AUTH_WORDING = (
     "NOPERM",
 )
 
+#: How Redis words a command sent before a login it requires (the URL has no password).
+NO_PASSWORD_WORDING = ("NOAUTH", "HELLO must be called", "Authentication required")
+
 AUTH_ERRORS = (
     redis.AuthenticationError,
     redis.AuthenticationWrongNumberOfArgsError,
@@ -65,19 +73,34 @@ def translate(
     refused = isinstance(exc, RedisClusterException) and any(
         words in text for words in CLUSTER_AUTH_WORDING
     )
+    example = (
+        "redis+cluster://user:password@host:port,host:port"
+        if cluster
+        else "redis://user:password@host:port/db"
+    )
+    if not secret and any(words in text for words in NO_PASSWORD_WORDING):
+        return StoreAuthError(
+            f"Redis store {url} asks for a password, and hashbeat_store_url gives none: add "
+            f"the user and password to it ({example})"
+        )
     if (
         refused
         or isinstance(exc, AUTH_ERRORS)
         or text.startswith(("WRONGPASS", "NOAUTH", "NOPERM"))
     ):
-        example = (
-            "redis+cluster://user:password@host:port,host:port"
-            if cluster
-            else "redis://user:password@host:port/db"
-        )
         return StoreAuthError(
             f"Redis store {url} refused the credentials ({text}): set the right user and "
             f"password in hashbeat_store_url ({example})"
+        )
+    if "DB index is out of range" in text:
+        return StoreError(
+            f"Redis store {url} has no such database ({text}): give a database number the "
+            f"server has in hashbeat_store_url (0-15 unless its `databases` setting says more)"
+        )
+    if isinstance(exc, redis.exceptions.ReadOnlyError) or text.startswith("READONLY"):
+        return StoreReadOnly(
+            f"Redis store {url} is read-only: it is a replica ({text}); point "
+            f"hashbeat_store_url at the primary; will retry"
         )
     if isinstance(exc, TRANSIENT_ERRORS) or text.startswith(TRANSIENT_REPLIES):
         return StoreUnavailable(f"Redis store {url} is not answering ({text}); will retry")

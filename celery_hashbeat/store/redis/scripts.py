@@ -517,6 +517,28 @@ end
 return version
 """
 
+# Replaces one stored definition if it is still the one the caller read (compare-and-set).
+# KEYS[1]     the version, {p}:version
+# KEYS[2]     the changes, {p}:changes
+# KEYS[3]     the definitions, {p}:defs
+# ARGV[1]     the name
+# ARGV[2]     the definition the caller read (JSON)
+# ARGV[3]     the definition to store instead (JSON)
+# Returns     the new version, or -1 when the stored definition is another or gone (nothing
+#             changed)
+# Guarantee   the comparison, the write, the new version and the name's mark are one step, so of
+#             two updates that read the same definition one lands and the other is told; not
+#             lease-checked, since operators edit whether or not a beat runs.
+SWAP_DEFINITION_SCRIPT = """
+if redis.call('HGET', KEYS[3], ARGV[1]) ~= ARGV[2] then
+  return -1
+end
+redis.call('HSET', KEYS[3], ARGV[1], ARGV[3])
+local version = redis.call('INCR', KEYS[1])
+redis.call('ZADD', KEYS[2], version, ARGV[1])
+return version
+"""
+
 # Reads what changed since a version.
 # KEYS[1]     the version, {p}:version
 # KEYS[2]     the changes, {p}:changes

@@ -73,6 +73,18 @@ class SQLiteControlRecords(ControlRecords):
             mark_removal(db, self._prefix, name)
             return version
 
+    def swap_definition(self, name: str, expected: str, definition: str) -> int | None:
+        with self._database.transaction() as db:
+            if self._records_of(db, name)[0] != expected:
+                return None
+            version = self._raise_version(db)
+            db.execute(
+                "UPDATE hashbeat_controls SET definition = ?, version = ? WHERE prefix = ?"
+                " AND name = ?",
+                (definition, version, self._prefix, name),
+            )
+            return version
+
     def changes(self, since: int) -> Changes:
         with self._database.transaction(write=False) as db:
             version = self._version_of(db)

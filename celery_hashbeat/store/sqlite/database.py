@@ -12,7 +12,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
-from celery_hashbeat.store.base import StoreUnavailable
+from celery_hashbeat.store.base import StoreReadOnly, StoreUnavailable
 from celery_hashbeat.store.options import DEFAULT_TIMEOUT_S, Options, config_error
 from celery_hashbeat.store.sqlite.schema import prepare
 
@@ -72,6 +72,11 @@ class Database:
                     if self._db.in_transaction:
                         self._db.execute("ROLLBACK")
             except sqlite3.Error as exc:
+                if "readonly" in str(exc):
+                    raise StoreReadOnly(
+                        f"SQLite store {self.path} is read-only ({exc}): let this user write the "
+                        f"file and its directory; will retry"
+                    ) from exc
                 raise StoreUnavailable(f"SQLite store {self._describe(exc)}; will retry") from exc
 
     def close(self) -> None:
