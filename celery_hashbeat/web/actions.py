@@ -28,8 +28,9 @@ def act(admin: ScheduleAdmin, action: str, name: str, form: Mapping[str, str], w
         admin.resume(name, catch_up=catch_up)
         done = f"resumed {name} " + ("catching up as its policy says" if catch_up else "from now")
     elif action == "trigger":
-        asked = admin.trigger(name)
-        done = f"triggered {name}: task id {getattr(asked, 'task_id', asked)}"
+        asked = admin.trigger(name, force=form.get("force") == "on")
+        note = getattr(asked, "note", "")
+        done = f"triggered {name}: task id {asked}" + (f" ({note})" if note else "")
     elif action == "remove":
         admin.remove(name)
         done = f"removed {name}"

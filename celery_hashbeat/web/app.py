@@ -247,11 +247,11 @@ class ConsoleApp:
                 view = self.admin.get(editing) if editing else None
                 if view is None or view.source != "store":
                     raise NotFound(f"No store entry {editing!r} to edit.")
-                form = EntryForm.of(editing, view.definition)
+                form = EntryForm.of(editing, view.definition, getattr(view, "revision", None))
             return self.render(
                 request, "form.html", form=form, editing=editing, fields=FIELDS, kinds=KINDS
             )
-        form = EntryForm({key: request.form.get(key, "") for key in FIELDS})
+        form = EntryForm({key: request.form.get(key, "") for key in (*FIELDS, "revision")})
         if editing is not None:
             form.values["name"] = editing
         if form.save(self.admin, editing):

@@ -8,7 +8,12 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from celery_hashbeat.control.admin import AdminError, ScheduleAdmin
+from celery_hashbeat.control.admin import (
+    AdminError,
+    ConflictError,
+    ScheduleAdmin,
+    UnknownEntryError,
+)
 from celery_hashbeat.control.definitions import DefinitionError, schedule_object
 
 #: The form's fields, in order, with their labels.
@@ -65,7 +70,7 @@ class EntryForm:
         return cls({"kind": "hashcron", "args": "[]", "kwargs": "{}"})
 
     @classmethod
-    def of(cls, name: str, definition: dict[str, Any]) -> EntryForm:
+    def of(cls, name: str, definition: dict[str, Any], revision: int | None) -> EntryForm:
         """A stored definition as the form shows it, for an edit."""
         data = definition.get("schedule") or {}
         kind = next((k for k in KINDS if isinstance(data, dict) and k in data), "hashcron")
@@ -82,6 +87,7 @@ class EntryForm:
                 "queue": str(options.get("queue") or ""),
                 "overlap": str(definition.get("overlap") or ""),
                 "catch_up": str(definition.get("catch_up") or ""),
+                "revision": "" if revision is None else str(revision),
             }
         )
 
@@ -135,12 +141,20 @@ class EntryForm:
                 extra = {k: v for k, v in definition.items() if v is not None}
                 admin.add(self.text("name"), task, schedule, **extra)
             else:
-                admin.update(editing, **definition)
+                # The revision read with the form: a change made meanwhile is not overwritten.
+                revision = self.text("revision")
+                admin.update(
+                    editing, revision=int(revision) if revision.isdigit() else None, **definition
+                )
         except FieldRefusedError as exc:
             self.errors[exc.field] = str(exc)
             return False
+        except (ConflictError, UnknownEntryError) as exc:
+            self.errors[""] = str(exc)
+            return False
         except AdminError as exc:
-            self.errors[field_of(str(exc))] = str(exc)
+            name = editing or self.text("name")
+            self.errors[field_of(str(exc).replace(f"entry {name!r}", "entry"))] = str(exc)
             return False
         return True
 

@@ -12,6 +12,7 @@ from werkzeug.test import Client, TestResponse
 
 from celery_hashbeat.control.admin import ScheduleAdmin
 from celery_hashbeat.expr.cronexpr import parse
+from celery_hashbeat.schedules import hashcron
 from celery_hashbeat.web.app import ConsoleApp
 from tests.web.conftest import TOKEN
 
@@ -134,3 +135,20 @@ def test_listening_beyond_this_machine_without_a_token_is_refused_with_the_fix()
     assert "refusing to listen on 0.0.0.0" in done.stderr
     assert "hashbeat_web_token" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_an_edit_made_from_a_stale_form_is_refused_and_the_other_change_is_kept(
+    console: ConsoleApp, admin: ScheduleAdmin
+) -> None:
+    client, token = signed_in(console)
+    page = client.get("/edit?name=stored-report").get_data(as_text=True)
+    revision = re.search(r'name="revision" value="(\d+)"', page)
+    assert revision, "the edit form does not carry the revision it was read at"
+    admin.update("stored-report", schedule=hashcron("H/30 * * * *"))  # someone else, meanwhile
+    form = {"csrf": token, "revision": revision.group(1), "task": "shop.report"}
+    answer = client.post(
+        "/edit?name=stored-report", data={**form, "kind": "hashcron", "schedule": "H 3 * * *"}
+    )
+    assert answer.status_code == 400
+    assert "was not updated" in answer.get_data(as_text=True)
+    assert admin.get("stored-report").definition["schedule"] == {"hashcron": "H/30 * * * *"}
