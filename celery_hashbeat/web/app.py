@@ -24,7 +24,7 @@ from celery_hashbeat.settings import Settings
 from celery_hashbeat.store.base import StoreError
 from celery_hashbeat.web.actions import act
 from celery_hashbeat.web.auth import CSRF_COOKIE, SESSION_COOKIE, SESSION_S, Guard
-from celery_hashbeat.web.console import STATES, Console
+from celery_hashbeat.web.console import STATES, Console, PlanCache
 from celery_hashbeat.web.forms import FIELDS, KINDS, EntryForm
 from celery_hashbeat.web.spread import spread, svg
 
@@ -108,6 +108,7 @@ class ConsoleApp:
         self.guard = Guard(token if token is not None else web_token(celery_app))
         self.env = templates()
         self._lock = threading.Lock()
+        self.plans = PlanCache()
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         request = Request(environ)
@@ -173,7 +174,7 @@ class ConsoleApp:
     def on_entries(self, request: Request) -> Response:
         state = request.args.get("state", "")
         search = request.args.get("q", "")
-        console = Console(self.admin)
+        console = Console(self.admin, self.plans)
         rows = console.rows(state if state in STATES else "", search)
         page = max(
             int(request.args.get("page", "1")) if request.args.get("page", "1").isdigit() else 1, 1
@@ -184,7 +185,7 @@ class ConsoleApp:
         return self.render(
             request,
             template,
-            rows=rows[(page - 1) * PAGE_ROWS : page * PAGE_ROWS],
+            rows=console.with_outcomes(rows[(page - 1) * PAGE_ROWS : page * PAGE_ROWS]),
             total=len(rows),
             page=page,
             pages=pages,
@@ -198,11 +199,11 @@ class ConsoleApp:
 
     def on_entry(self, request: Request, error: str = "", status: int = 200) -> Response:
         name = request.args.get("name") or request.form.get("name", "")
-        console = Console(self.admin)
-        row = console.row(name)
-        view = console.view(name)
-        if row is None or view is None:
+        console = Console(self.admin, self.plans)
+        found = console.entry(name)
+        if found is None:
             raise NotFound(f"No entry {name!r} in beat_schedule or in the store.")
+        row, view = found
         picture = spread(console.same_shape(name), console.slots, console.now_ms)
         return self.render(
             request,

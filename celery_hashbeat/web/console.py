@@ -1,18 +1,24 @@
 """What the console shows, read through the layers the beats use (docs/design.md §18): the entries
 from ``ScheduleAdmin`` (their next slots as the leader plans them), the per-worker copies and the
-resolved schedules from ``plan_schedule`` (the catalog, the one build path), history, the lease
-and the beats seen from the store. The standalone app and the Django admin both render these."""
+resolved schedules from its plan (the catalog, the one build path), history, the lease and the
+beats seen from the store. The standalone app and the Django admin both render these.
+
+A plan of a large schedule takes a second or more to build, so ``PlanCache`` keeps it between
+requests while the store's entries, the worker census and the configuration stay as they were;
+next slots are planned from it afresh, from the store's current fences, at every request."""
 
 from __future__ import annotations
 
+import dataclasses
+import threading
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from celery_hashbeat.control.admin import EntryView, Planned, ScheduleAdmin, plan_schedule
+from celery_hashbeat.control.admin import EntryView, Planned, ScheduleAdmin
 from celery_hashbeat.expr.balance import shape_of
 from celery_hashbeat.expr.errors import CronSyntaxError
 from celery_hashbeat.observe.history import Record
-from celery_hashbeat.observe.history import decode as decode_record
 
 if TYPE_CHECKING:
     from celery_hashbeat.store.base import BeatInfo, LeaseInfo
@@ -25,6 +31,10 @@ HISTORY = 100
 
 #: The states the entries page filters by.
 STATES = ("active", "paused", "unreadable", "done")
+
+#: A kept plan is rebuilt after this long even if nothing changed (seconds): the census of
+#: live workers a fanned-out entry follows is read again, and the page never drifts for long.
+PLAN_AGE_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -53,6 +63,36 @@ class Overview:
     leader: LeaseInfo | None
     beats: list[BeatInfo]
     now_ms: int
+
+
+class PlanCache:
+    """The last plan, kept while the store's control records have not changed (their version),
+    the census is the same and it is younger than PLAN_AGE_S."""
+
+    def __init__(self) -> None:
+        self._planned: Planned | None = None
+        self._version = 0
+        self._nodes: tuple[str, ...] | None = None
+        self._at = 0.0
+        self._lock = threading.Lock()
+
+    def planned(self, admin: ScheduleAdmin) -> Planned:
+        with self._lock:
+            store = admin.store
+            changed = store.changes(self._version)
+            roster = store.roster()
+            nodes = None if roster is None else roster.nodes
+            if (
+                self._planned is None
+                or changed.records
+                or changed.version != self._version
+                or nodes != self._nodes
+                or time.monotonic() - self._at > PLAN_AGE_S
+            ):
+                # The version is read before the plan: a change made meanwhile is seen next time.
+                self._planned = admin.plan()
+                self._version, self._nodes, self._at = changed.version, nodes, time.monotonic()
+            return self._planned
 
 
 def schedule_text(data: Any) -> str:
@@ -100,16 +140,14 @@ def shape_key(definition: dict[str, Any]) -> str:
 
 
 class Console:
-    """One reading of the schedule, for one page: built once, then asked."""
+    """One reading of the schedule, for one page: every entry with its next slot (no history:
+    that is read for the rows a page shows), then asked."""
 
-    def __init__(self, admin: ScheduleAdmin) -> None:
+    def __init__(self, admin: ScheduleAdmin, cache: PlanCache) -> None:
         self.admin = admin
-        self.views = admin.list()
+        self.planned = cache.planned(admin)
+        self.views = admin.list(recent=0, slots=1, planned=self.planned)
         self.now_ms = int(admin.clock() * 1000)
-        configured = dict(admin.app.conf.beat_schedule or {})  # finalized by list()
-        self.planned = plan_schedule(
-            admin.app, admin.settings, configured, admin.store, self.now_ms
-        )
         self.zone = str(admin.app.timezone)
 
     def overview(self) -> Overview:
@@ -121,40 +159,56 @@ class Console:
         ``search`` (or one of whose copies' names has it)."""
         needle = search.strip().lower()
         subs = self.planned.catalog.fanout.subs
-        copies = sorted(n for v in self.views for n in subs.get(v.name, ()))
-        fences = self.admin.store.fences(copies) if copies else {}
         rows = []
         for view in self.views:
-            row = self._row(view, fences, sorted(subs.get(view.name, ())))
-            names = [row.name, *(copy.name for copy in row.copies)]
-            if state and row.state != state:
+            copies = sorted(subs.get(view.name, ()))
+            if state and _state(view) != state:
                 continue
-            if needle and not any(needle in name.lower() for name in names):
+            if needle and not any(needle in name.lower() for name in (view.name, *copies)):
                 continue
-            rows.append(row)
+            rows.append(self._row(view, copies))
         return rows
 
-    def view(self, name: str) -> EntryView | None:
-        return next((view for view in self.views if view.name == name), None)
+    def with_outcomes(self, rows: list[Row]) -> list[Row]:
+        """``rows`` with their resolved schedules, their copies' next slots and their last
+        outcomes: worked out for the rows a page shows alone."""
+        copies = [copy.name for row in rows for copy in row.copies]
+        fences = self.admin.store.fences(copies) if copies else {}
+        done = []
+        for row in rows:
+            recent = self.admin.recent(row.name)
+            sent = next((r for r in recent if r.lateness_ms is not None), None)
+            done.append(
+                dataclasses.replace(
+                    row,
+                    resolved=resolved_text(self.planned, row.name, self.zone),
+                    last=recent[0] if recent else None,
+                    lateness_ms=None if sent is None else sent.lateness_ms,
+                    copies=[
+                        self._copy(row, copy.name, fences.get(copy.name)) for copy in row.copies
+                    ],
+                )
+            )
+        return done
 
-    def row(self, name: str) -> Row | None:
-        found = [row for row in self.rows() if row.name == name]
-        return found[0] if found else None
+    def entry(self, name: str) -> tuple[Row, EntryView] | None:
+        """One entry in full: its next slots and outcomes, as ``hashbeat show`` tells them."""
+        found = self.admin.list(names=[name], planned=self.planned)
+        if not found:
+            return None
+        view = found[0]
+        row = self._row(view, sorted(self.planned.catalog.fanout.subs.get(name, ())))
+        return self.with_outcomes([row])[0], view
 
     def history(self, name: str) -> list[Record]:
         """The entry's newest records, and those of its copies, newest first."""
         names = [name, *sorted(self.planned.catalog.fanout.subs.get(name, ()))]
-        records = [
-            record
-            for each in names
-            for record in map(decode_record, self.admin.store.history(each, HISTORY))
-            if record is not None
-        ]
+        records = [record for each in names for record in self.admin.recent(each, HISTORY)]
         return sorted(records, key=lambda record: record.at, reverse=True)[:HISTORY]
 
     def same_shape(self, name: str) -> list[str]:
         """The entries whose schedules have the shape of ``name``'s, ``name`` first."""
-        view = self.view(name)
+        view = next((view for view in self.views if view.name == name), None)
         if view is None:
             return []
         key = shape_key(view.definition)
@@ -172,42 +226,40 @@ class Console:
         ]
         return sorted(found)[:count]
 
-    def _row(self, view: EntryView, fences: dict[str, Any], copies: list[str]) -> Row:
-        definition = view.definition
-        pause = view.pause
-        last = view.recent[0] if view.recent else None
-        sent = next((r for r in view.recent if r.lateness_ms is not None), None)
-        if "unreadable" in definition:
-            state = "unreadable"
-        elif view.paused:
-            state = "paused"
-        elif not view.next_slots:
-            state = "done"
-        else:
-            state = "active"
+    def _row(self, view: EntryView, copies: list[str]) -> Row:
+        pause = view.pause if view.paused else None
         return Row(
             name=view.name,
             source=view.source,
-            written=schedule_text(definition.get("schedule")),
-            resolved=resolved_text(self.planned, view.name, self.zone),
+            written=schedule_text(view.definition.get("schedule")),
+            resolved="",  # drawn by with_outcomes, for the rows a page shows
             next_slots=view.next_slots,
-            state=state,
-            reason=pause.reason if pause is not None and pause.paused else "",
-            paused_at=pause.at if pause is not None and pause.paused else None,
+            state=_state(view),
+            reason=pause.reason if pause is not None else "",
+            paused_at=pause.at if pause is not None else None,
             who=str(getattr(pause, "who", "") or ""),
-            last=last,
-            lateness_ms=None if sent is None else sent.lateness_ms,
-            copies=[self._copy(view, name, fences.get(name)) for name in copies],
+            copies=[
+                Row(copy, view.source, "", "", [], "paused" if pause else "", parent=view.name)
+                for copy in copies
+            ],
         )
 
-    def _copy(self, parent: EntryView, name: str, fence: Any) -> Row:
+    def _copy(self, parent: Row, name: str, fence: Any) -> Row:
         slots = self.planned.next_slots(name, fence, self.now_ms, COPY_SLOTS)
         return Row(
             name=name,
             source=parent.source,
-            written=schedule_text(parent.definition.get("schedule")),
+            written=parent.written,
             resolved=resolved_text(self.planned, name, self.zone),
             next_slots=slots,
-            state="paused" if parent.paused else ("active" if slots else "done"),
+            state="paused" if parent.state == "paused" else ("active" if slots else "done"),
             parent=parent.name,
         )
+
+
+def _state(view: EntryView) -> str:
+    if "unreadable" in view.definition:
+        return "unreadable"
+    if view.paused:
+        return "paused"
+    return "active" if view.next_slots else "done"

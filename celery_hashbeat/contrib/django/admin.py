@@ -14,7 +14,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.views.decorators.http import require_POST
 
-from celery_hashbeat.contrib.django.console import LOCK, row_words, schedule_admin
+from celery_hashbeat.contrib.django.console import LOCK, PLANS, row_words, schedule_admin
 from celery_hashbeat.contrib.django.models import Entry
 from celery_hashbeat.control.admin import AdminError
 from celery_hashbeat.web.actions import ACTIONS, act
@@ -60,10 +60,12 @@ class EntryAdmin(admin.ModelAdmin):  # type: ignore[misc]  # Django has no stubs
         state = request.GET.get("state", "")
         search = request.GET.get("q", "")
         with LOCK:
-            console = Console(schedule_admin())
+            console = Console(schedule_admin(), PLANS)
             rows = console.rows(state if state in STATES else "", search)
             overview = console.overview()
-        shown = [row_words(row, console.now_ms) for row in rows[:PAGE_ROWS]]
+            shown = [
+                row_words(row, console.now_ms) for row in console.with_outcomes(rows[:PAGE_ROWS])
+            ]
         context = {
             **self._context(request, "Hashbeat entries"),
             "rows": shown,
@@ -81,10 +83,11 @@ class EntryAdmin(admin.ModelAdmin):  # type: ignore[misc]  # Django has no stubs
             raise PermissionDenied
         name = request.GET.get("name", "")
         with LOCK:
-            console = Console(schedule_admin())
-            row, view = console.row(name), console.view(name)
-            if row is None or view is None:
+            console = Console(schedule_admin(), PLANS)
+            found = console.entry(name)
+            if found is None:
                 raise Http404(f"No entry {name!r} in beat_schedule or in the store.")
+            row, view = found
             picture = spread(console.same_shape(name), console.slots, console.now_ms)
             history = console.history(name)
         context = {

@@ -11,6 +11,7 @@ from django.conf import settings
 
 from celery_hashbeat.control.admin import ScheduleAdmin
 from celery_hashbeat.web.app import ago, stamp
+from celery_hashbeat.web.console import PlanCache
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -21,6 +22,9 @@ if TYPE_CHECKING:
 LOCK = threading.Lock()
 
 _admins: dict[int, ScheduleAdmin] = {}
+
+#: The plan kept between requests (web/console.py).
+PLANS = PlanCache()
 
 
 def celery_app() -> Celery:
