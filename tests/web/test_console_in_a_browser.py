@@ -58,7 +58,6 @@ def test_a_pause_from_the_page_stops_the_sends_and_a_trigger_sends_exactly_one(
     assert broker.new(), "the beat sent nothing before the pause"
 
     log_in(browser, site)
-    screenshot(browser, "console-entries")
     click(browser, "pulse")
     by_label(browser, "Reason for pausing").send_keys("supplier outage")
     click(browser, "Pause")
@@ -80,6 +79,8 @@ def test_a_pause_from_the_page_stops_the_sends_and_a_trigger_sends_exactly_one(
     assert len(sent) == 1
     assert TRIGGER_HEADER in sent[0]
     screenshot(browser, "console-entry")
+    click(browser, "Entries")
+    screenshot(browser, "console-entries")
 
 
 def test_a_form_error_is_shown_beside_its_field_and_a_fixed_entry_is_stored(
