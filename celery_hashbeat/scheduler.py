@@ -382,7 +382,7 @@ class Scheduler(beat.Scheduler):
             "lease_left_s": round(max(0.0, lease.held_until - time.monotonic()), 3)
             if lease.leader
             else None,
-            "entries": len(self.entries),
+            "entries": self._catalog.count(),
             "broken_entries": sorted(self.broken.copy()),  # copied at once: read off-thread
             "store": {
                 "url": mask_url(self.settings.store_url),

@@ -39,6 +39,8 @@ class Child:
     lines: list[str] = field(default_factory=list)
     sent: int = 0
     leading: bool = False
+    #: Inside a traceback, whose last line (the error itself) is shown with its first.
+    in_traceback: bool = False
 
 
 def start(name: str, args: list[str], env: dict[str, str], verbose: bool) -> Child:
@@ -68,7 +70,9 @@ def _follow(child: Child, verbose: bool) -> None:
             child.leading = True
         elif "lease is held by" in line or "stepped down" in line:
             child.leading = False
-        if verbose or INTERESTING.search(line):
+        error_line = child.in_traceback and bool(line) and not line.startswith(" ")
+        child.in_traceback = line.startswith("Traceback") or (child.in_traceback and not error_line)
+        if verbose or error_line or INTERESTING.search(line):
             print(f"[{child.name:>7}] {line}", flush=True)
 
 
@@ -96,6 +100,22 @@ def wait_for_leader(beats: list[Child], deadline: float) -> Child | None:
     return None
 
 
+def broker_problem(env: dict[str, str]) -> str | None:
+    """Why the broker the example would use cannot work from this Python, in one line; None
+    when it can. Kombu's Redis transport needs more than ``pip install -e .`` installs."""
+    if "REDIS_URL" not in env:
+        return None
+    try:
+        import kombu.transport.redis  # noqa: F401, PLC0415 - only to check that it imports
+    except ImportError as exc:
+        return (
+            f"example: REDIS_URL asks for a Redis broker, but kombu's Redis transport cannot be "
+            f"imported ({exc}): install it with python -m pip install -e '.[redis]' (in a "
+            f"project: pip install 'celery-hashbeat[redis]'), or unset REDIS_URL"
+        )
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m example_project", description=__doc__)
     parser.add_argument("--seconds", type=float, default=40.0, help="how long to run (40)")
@@ -103,6 +123,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--verbose", action="store_true", help="show every line of every process")
     options = parser.parse_args(argv)
 
+    problem = broker_problem(dict(os.environ))
+    if problem is not None:
+        print(problem, flush=True)
+        return 1
     data = Path(tempfile.mkdtemp(prefix="hashbeat-example-"))
     env = {**os.environ, "HASHBEAT_EXAMPLE_DIR": str(data), "PYTHONUNBUFFERED": "1"}
     where = f"Redis at {os.environ['REDIS_URL']}" if "REDIS_URL" in env else f"files in {data}"

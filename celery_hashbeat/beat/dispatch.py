@@ -46,6 +46,10 @@ logger = SCHEDULER
 #: The most slots claimed in one store call; a larger backlog is drained over consecutive ticks.
 BATCH = 1000
 
+#: After a send, the history waits for a claim due within this many ms; else it is written at
+#: once (ms).
+RIDE_MS = 20
+
 
 class Dispatcher:
     """Owns the slot queue, the owed slots and the slots being published."""
@@ -226,9 +230,21 @@ class Dispatcher:
             self.owed.paid(name, wanted[name][0])
         if mine:
             self._settle(self.publish(mine), now)
+            self._write_history()
         if len(claimed) < len(batch):
             self._lease.due_s = 0.0
             self._maintain()
+
+    def _write_history(self) -> None:
+        """Write the records of the slots just sent, unless a claim, which carries them, is due
+        within RIDE_MS: a beat killed before its next store call would lose them otherwise, and
+        the next renewal may be seconds away (docs/design.md §14)."""
+        outbox = self._watch.outbox
+        head = self.queue.head()
+        if not outbox or (head is not None and head <= self._now_ms() + RIDE_MS):
+            return
+        calls = self._calls
+        calls.attempt(calls.store.record, outbox.drain())
 
     def _unconfirmed(self, batch: list[Entry], exc: Exception, now: int) -> None:
         """A claim whose reply did not come: retry its slots. Replicas that did not acknowledge

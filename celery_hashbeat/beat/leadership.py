@@ -96,7 +96,7 @@ class Leadership:
         """Renew or take the lease (opening the store first if it is not open); take over on
         becoming leader; as a standby, hand over what this beat owes (docs/design.md §5) and
         read the run counts once."""
-        self._watch.entries(len(self._catalog.entries))
+        self._watch.entries(self._catalog.count())
         calls = self._calls
         if not calls.opened:
             self._open_store()

@@ -35,11 +35,8 @@ class Parking:
     def holds(self, entry: Entry) -> bool:
         """Whether ``entry`` (or the entry it is a copy of) is paused; if so it is parked off
         the queue until resumed, and its slot is recorded as skipped."""
-        paused = self._controls.paused
-        if not paused:
-            return False
         name = entry.name
-        if name not in paused and self._catalog.fanout.parent_of(name) not in paused:
+        if not self._catalog.held(name, self._controls.paused):
             return False
         self._parked[name] = entry
         if entry.slot is not None:

@@ -155,6 +155,10 @@ class Triggers:
         back = given_back([*waiting, *failed])
         if back:
             calls.attempt(calls.store.give_back_triggers, self._token, back)
+        # A beat killed before its next store call (seconds away, perhaps) would lose them.
+        outbox = self._watch.outbox
+        if outbox:
+            calls.attempt(calls.store.record, outbox.drain())
 
     def _guarded(self, runs: list[tuple[Run, int]]) -> tuple[list[tuple[Run, int]], list[Run]]:
         """The runs to send now, each guarded one holding its entry's run lease, and the runs

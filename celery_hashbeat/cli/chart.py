@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -51,15 +52,22 @@ def axis(start: datetime, span: timedelta, width: int) -> str:
     return "".join(line).rstrip()
 
 
+#: The most points a panel of the PNG draws: a column holds the buckets of its span, so a day of
+#: one-second buckets (86,400 of them) is not drawn into a solid block of sub-pixel spikes.
+PNG_COLUMNS = 1200
+
+
 def write_png(
+    pyplot: Any,
     path: str,
+    start: datetime,
     span: timedelta,
     series: Sequence[tuple[str, Sequence[int]]],
     title: str,
 ) -> None:
-    """Each series as a step line over the window, one panel each, in one PNG file."""
-    pyplot = _pyplot()
-    figure = draw(pyplot, span, series, title)
+    """Each series over the window, one panel each, in one PNG file (``pyplot`` from
+    ``load_pyplot``, loaded before anything is printed)."""
+    figure = draw(pyplot, start, span, series, title)
     try:
         figure.savefig(path, dpi=110)
     except OSError as exc:
@@ -70,43 +78,68 @@ def write_png(
         pyplot.close(figure)
 
 
-def _pyplot() -> Any:
+def load_pyplot() -> Any:
+    """matplotlib's pyplot, drawing to files; a SetupError naming the extra to install when
+    matplotlib is missing."""
     try:
         import matplotlib  # type: ignore[import-not-found,unused-ignore]  # noqa: PLC0415
 
         matplotlib.use("Agg")
         from matplotlib import pyplot  # type: ignore[import-not-found,unused-ignore]  # noqa: PLC0415
     except ImportError:
-        raise SetupError("--png needs matplotlib: pip install 'celery-hashbeat[plot]'") from None
+        raise SetupError(
+            "--png needs matplotlib, which is not installed: pip install 'celery-hashbeat[plot]'"
+        ) from None
     return pyplot
 
 
+def peaks_and_means(counts: Sequence[int], width: int) -> tuple[list[int], list[float]]:
+    """``counts`` in at most ``width`` columns: each column's peak bucket and its mean."""
+    width = max(1, min(width, len(counts)))
+    peaks, means = [], []
+    for i in range(width):
+        part = counts[i * len(counts) // width : (i + 1) * len(counts) // width]
+        peaks.append(max(part))
+        means.append(sum(part) / len(part))
+    return peaks, means
+
+
 def draw(
-    pyplot: Any, span: timedelta, series: Sequence[tuple[str, Sequence[int]]], title: str
+    pyplot: Any,
+    start: datetime,
+    span: timedelta,
+    series: Sequence[tuple[str, Sequence[int]]],
+    title: str,
 ) -> Any:
-    """The figure: panels on one vertical scale, so their peaks compare at a glance, and the
-    time axis padded on both sides, so a spike in the first bucket (plain cron's minute 0)
-    stands clear of the axis instead of hiding in it."""
+    """The figure: one panel per series on a clock-time axis in the window's zone, each on its
+    own vertical scale (a flat hashed load stays readable beside plain cron's spikes; each
+    title says its peak). Where a column of the picture covers several buckets, the area is
+    their mean and the line their peak, so a second-by-second load reads as a level, not as a
+    block. The axis is padded on both sides, so a spike in the first bucket (plain cron's
+    minute 0) stands clear of the axis."""
+    dates: Any = importlib.import_module("matplotlib.dates")  # loaded with pyplot
     week = span > timedelta(days=1)
-    unit = timedelta(days=1) if week else timedelta(hours=1)
-    length = span / unit
-    top = max((max(counts, default=0) for _, counts in series), default=0)
+    zone = start.tzinfo
     figure, panels = pyplot.subplots(
-        len(series), 1, figsize=(12, 3 * len(series)), sharex=True, sharey=True, squeeze=False
+        len(series), 1, figsize=(12, 3 * len(series)), sharex=True, squeeze=False
     )
     for panel, (label, counts) in zip(panels[:, 0], series, strict=True):
-        step = length / len(counts)
-        xs = [i * step for i in range(len(counts))] + [length]
-        ys = [*counts, counts[-1]] if counts else [0]
-        panel.fill_between(xs, ys, step="post", alpha=0.35, linewidth=0)
-        panel.step(xs, ys, where="post", linewidth=0.8)
-        panel.set_title(label, loc="left", fontsize=10)
+        peaks, means = peaks_and_means(counts, PNG_COLUMNS) if counts else ([0], [0.0])
+        step = span / len(peaks)
+        xs = [start + step * i for i in range(len(peaks))] + [start + span]
+        panel.fill_between(xs, [*means, means[-1]], step="post", alpha=0.35, linewidth=0)
+        panel.step(xs, [*peaks, peaks[-1]], where="post", linewidth=0.6)
+        top = max(peaks)
+        panel.set_title(f"{label}: peak {top} per bucket", loc="left", fontsize=10)
         panel.set_ylabel("enqueues per bucket")
         panel.set_ylim(0, max(1, top) * 1.08)
-        panel.set_xlim(-0.02 * length, 1.02 * length)
-    panels[-1, 0].set_xlabel(
-        "days from the window's start" if week else "hours from the window's start"
-    )
+        panel.set_xlim(start - span * 0.02, start + span * 1.02)
+    axis_ = panels[-1, 0].xaxis
+    axis_.set_major_locator(dates.DayLocator(tz=zone) if week else dates.HourLocator(
+        byhour=range(0, 24, 3), tz=zone))  # fmt: skip
+    axis_.set_major_formatter(dates.DateFormatter("%a %d" if week else "%H:%M", tz=zone))
+    panels[-1, 0].set_xlabel(f"time of day ({start.tzname()})" if not week else
+                             f"day ({start.tzname()})")  # fmt: skip
     figure.suptitle(title)
     figure.tight_layout()
     return figure

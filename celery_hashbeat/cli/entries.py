@@ -43,6 +43,8 @@ def entries(app_name: str | None, as_json: bool) -> None:
             paused_word(view),
             f"{stamp(view.next_slots[0])} ({relative(view.next_slots[0], now)})"
             if view.next_slots
+            else "- (paused)"
+            if view.paused
             else "-",
             f"{view.recent[0].outcome} {relative(view.recent[0].at, now)}" if view.recent else "",
         ]

@@ -195,6 +195,11 @@ class Built:
         slots = self.planned.next_slots(name, fence, now_ms, 1)
         return slots[0] if slots else None
 
+    def silent(self, name: str, fence: Fence | None) -> str | None:
+        """Why the leader sends nothing more of entry ``name`` ("paused", "max_runs 3 used
+        up"), or None."""
+        return self.planned.silent(name, fence)
+
 
 def build_entries(
     app: Celery, now: int, store: Store | None = None, balance: bool | None = None

@@ -64,6 +64,9 @@ class Row:
     idle: str | None = None
     #: Whether the balancer chose its hash terms (docs/design.md §16).
     balanced: bool = False
+    #: Why no next run is shown: the leader sends it none now ("paused", "max_runs 3 used
+    #: up"), or an interval's slots count from the leader's anchor, which was not read.
+    silent: str | None = None
 
 
 def describe(entry: Entry, app: Celery) -> Row:
@@ -97,7 +100,12 @@ def describe(entry: Entry, app: Celery) -> Row:
 
 @click.command(name="schedule")
 @app_option
-@click.option("--no-store", is_flag=True, help="Do not read the last enqueued slots.")
+@click.option(
+    "--no-store",
+    is_flag=True,
+    help="Do not read the store: no stored entries, pauses or last enqueued slots, and no next "
+    "run for an interval, whose slots count from the anchor the leader keeps there.",
+)
 @json_option
 def schedule_command(app_name: str | None, no_store: bool, as_json: bool) -> None:
     """List every beat entry: its expression resolved, next run, last enqueued slot.
@@ -105,7 +113,8 @@ def schedule_command(app_name: str | None, no_store: bool, as_json: bool) -> Non
     Entries come from the app's beat_schedule (with the periodic tasks its modules add), each
     built as celery_hashbeat.Scheduler builds it, so an entry that would not run shows its error
     here. Next run follows the scheduler's catch-up policy: a slot missed since the last one
-    enqueued shows as due now. Times are in the app's timezone.
+    enqueued shows as due now; an entry paused by an operator, or whose max_runs are used up,
+    has none, and says so. Times are in the app's timezone.
 
     An entry with "workers" is listed as its copies, one per worker, each named and keyed
     ENTRY@NODE. For "workers": "*" the workers are the leader's census in the store; before
@@ -125,7 +134,8 @@ def schedule_command(app_name: str | None, no_store: bool, as_json: bool) -> Non
     built: Built | None = None
     fences: dict[str, Fence] = {}
     problem: StoreFailure | None = None
-    if not no_store and beat_schedule(app):
+    if not no_store:  # even with an empty beat_schedule: the store may hold entries
+        beat_schedule(app)  # the app's modules are loaded first: their errors say so
         settings = app_settings(app)
         try:
             with connected(settings.store_url, settings.key_prefix, settings.store_options) as s:
@@ -149,7 +159,12 @@ def schedule_command(app_name: str | None, no_store: bool, as_json: bool) -> Non
     for entry in built.entries:
         fence = fences.get(entry.name)
         row = by_name[entry.name]
-        row.next_ms = built.next_slot(entry.name, fence, now)
+        if unknown is not None and entry.source.chained:
+            # Its slots count from the anchor the leader keeps in the store: not known here.
+            row.silent = f"counts from the leader's anchor ({unknown})"
+        else:
+            row.next_ms = built.next_slot(entry.name, fence, now)
+            row.silent = built.silent(entry.name, fence)
         row.last_ms = None if fence is None or fence.anchor else fence.slot
         row.parent, row.worker = subs.get(entry.name, (None, None))
     if as_json:
@@ -214,7 +229,8 @@ def _print(
     rows: list[Row], labels: dict[str, str], now: int, zone: tzinfo, show_last: bool
 ) -> None:
     if not rows:
-        click.echo("The app's beat_schedule is empty.")
+        store = "holds none" if show_last else "was not read"
+        click.echo(f"No entries: the app's beat_schedule is empty, and the store {store}.")
         return
 
     def when(ms: int | None, missing: str, upcoming: bool) -> str:
@@ -235,7 +251,7 @@ def _print(
                 line.append(labels[row.name])
                 line.extend(["-"] if show_last else [])
             else:
-                line.append(when(row.next_ms, "-", upcoming=True))
+                line.append(when(row.next_ms, row.silent or "-", upcoming=True))
                 if show_last:
                     line.append(when(row.last_ms, "never", upcoming=False))
             lines.append(line)

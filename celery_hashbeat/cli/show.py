@@ -31,7 +31,14 @@ from celery_hashbeat.cli.output import (
     table,
 )
 from celery_hashbeat.control.admin import EntryView, ScheduleAdmin, UnknownEntryError
-from celery_hashbeat.observe.history import HISTORY_CAP, MISSED, SENT, SKIPPED, Record, decode
+from celery_hashbeat.observe.history import (
+    HISTORY_CAP,
+    MISSED,
+    SENT,
+    SKIPPED,
+    Record,
+    newest_first,
+)
 from celery_hashbeat.settings import DEFAULT_KEY_PREFIX
 from celery_hashbeat.store import Store, mask_url
 
@@ -59,8 +66,9 @@ class Summary:
 
 
 def records(store: Store, entry: str, limit: int = HISTORY_CAP) -> list[Record]:
-    """``entry``'s readable records, newest first (unreadable ones are left out)."""
-    return [record for record in map(decode, store.history(entry, limit)) if record is not None]
+    """``entry``'s ``limit`` newest readable records, newest first by when each happened (all
+    the store keeps are read, since it keeps them in the order they arrived)."""
+    return newest_first(store.history(entry, HISTORY_CAP))[:limit]
 
 
 def summarize(history: Iterable[Record], now: int) -> Summary:
@@ -174,7 +182,8 @@ def describe_view(view: EntryView, now: int) -> str:
             lines.append((key, text))
     lines.append(("paused", paused_text(view, now) or "no"))
     slots = [f"{stamp(slot)} ({relative(slot, now)})" for slot in view.next_slots]
-    lines += [("next slots" if i == 0 else "", slot) for i, slot in enumerate(slots or ["-"])]
+    none = "none while paused" if view.paused else "-"
+    lines += [("next slots" if i == 0 else "", slot) for i, slot in enumerate(slots or [none])]
     width = max(len(key) for key, _ in lines) + 2
     return "\n".join(f"{key:<{width}}{text}".rstrip() for key, text in lines) + "\n"
 
@@ -254,9 +263,9 @@ def show(
         click.echo(f"entry      {name}  (gone: in neither beat_schedule nor the store)")
     rows = [
         [
-            stamp(record.at),
+            stamp(record.at, millis=True),
             record.outcome,
-            "" if record.slot is None else stamp(record.slot),
+            "" if record.slot is None else stamp(record.slot, millis=True),
             record.by,
             record.task_id,
             detail(record),

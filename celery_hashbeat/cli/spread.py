@@ -17,15 +17,24 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import click
 
-from celery_hashbeat.cli.chart import axis, bars, columns, write_png
-from celery_hashbeat.cli.loading import app_option, build_entries, find_celery_app, zone_option
-from celery_hashbeat.cli.output import SetupError, echo_json, json_option
+from celery_hashbeat.cli.chart import axis, bars, columns, load_pyplot, write_png
+from celery_hashbeat.cli.loading import (
+    Built,
+    app_option,
+    app_settings,
+    build_entries,
+    connected,
+    find_celery_app,
+    zone_option,
+)
+from celery_hashbeat.cli.output import SetupError, StoreFailure, echo_json, json_option
 from celery_hashbeat.cli.terms import lowest
 from celery_hashbeat.entries.entry import Entry
 from celery_hashbeat.expr import CronExpr, CronSyntaxError, parse
 from celery_hashbeat.expr.balance import assign, terms_of
 from celery_hashbeat.expr.slots import ChainSlots, CronSlots, IntervalSlots, Slots, to_ms
 from celery_hashbeat.schedules import hashcron, hashinterval
+from celery_hashbeat.store import Store
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -207,8 +216,10 @@ def spread(
     lowest value (H -> 0, H(a-b) -> a, H/n -> */n), which is what plain cron would do. It
     prints peak, mean and peak/mean for both, and a bar chart of each (full height is the
     larger peak). With --balanced (or an app that balances its entries) it shows pure hashing
-    and balanced hashing (docs/design.md §16) side by side. --png needs matplotlib: pip install
-    'celery-hashbeat[plot]'.
+    and balanced hashing (docs/design.md §16) side by side. With the app, the entries are those
+    the leader runs: the store's too, and a "workers": "*" entry as its copies on the workers
+    of the leader's census. --png draws each load on a clock-time axis and its own scale; it
+    needs matplotlib: pip install 'celery-hashbeat[plot]'.
 
     \b
     Examples:
@@ -218,6 +229,7 @@ def spread(
       celery -A proj hashbeat spread --week --png load.png
       seq -f "job-%g" 60 | hashbeat spread --expr "H * * * *" --keys - --balanced
     """
+    pyplot = load_pyplot() if png else None  # before anything is printed
     if expression is not None:
         if keys is None:
             raise click.UsageError("--expr needs --keys FILE (the entry names, one a line)")
@@ -236,14 +248,13 @@ def spread(
         app = find_celery_app(app_name)
         if app is None:
             raise click.UsageError("give the app with -A proj, or --expr EXPR --keys FILE")
-        built = build_entries(app, to_ms(datetime.now(timezone.utc)))
+        built, even_built, why = planned_entries(app, balanced)
         if built.errors:
             raise SetupError(next(iter(built.errors.values())))
         for name in sorted(built.idle.keys() & built.every_worker):
             click.echo(
-                f"spread: entry {name!r} runs on every live worker, which only the leader's "
-                "census in the store names, so it is left out (hashbeat schedule lists its "
-                "copies)",
+                f"spread: entry {name!r} runs on every live worker, and {why}, so it is left "
+                "out (hashbeat schedule lists its copies)",
                 err=True,
             )
         entries = built.entries
@@ -252,9 +263,8 @@ def spread(
         zone = tz or app.timezone
         hashed, plain, fine = app_sources(app, entries)
         even = None
-        if balanced or built.balanced:
-            even = app_sources(app, build_entries(app, to_ms(datetime.now(timezone.utc)),
-                                                  balance=True).entries)[0]  # fmt: skip
+        if even_built is not None:
+            even = app_sources(app, even_built.entries)[0]
             hashed = pure_sources(app, entries)
         what = f"{len(entries)} entries"
     first = day.date() if day else datetime.now(zone).date()
@@ -276,12 +286,41 @@ def spread(
         _print(what, window, loads, width)
     if png:
         write_png(
+            pyplot,
             png,
+            window.start,
             window.span,
             [(PNG_TITLES[name], load.counts) for name, load in loads.items()],
             f"Enqueues of {what} per {window.bucket.total_seconds():g} s from "
             f"{window.start:%Y-%m-%d %H:%M %Z}",
         )
+
+
+def planned_entries(app: Celery, balanced: bool) -> tuple[Built, Built | None, str]:
+    """The app's entries as the leader runs them (the store's entries, and the ``"*"`` entries'
+    copies on the workers of the leader's census, read from the store), and balanced too when
+    ``balanced`` or the app balances; and why a ``"*"`` entry has no copies, in words."""
+    now = to_ms(datetime.now(timezone.utc))
+    settings = app_settings(app)
+
+    def build(store: Store | None) -> tuple[Built, Built | None]:
+        built = build_entries(app, now, store)
+        wanted = balanced or bool(built.balanced)
+        return built, build_entries(app, now, store, balance=True) if wanted else None
+
+    try:
+        with connected(settings.store_url, settings.key_prefix, settings.store_options) as store:
+            built, even = build(store)
+    except (StoreFailure, SetupError) as exc:  # unreachable, or a store no command can share
+        click.echo(
+            f"spread: the store cannot be read ({exc.message}), so only the app's own entries "
+            "are counted",
+            err=True,
+        )
+        return (*build(None), "the store cannot be read")
+    if built.planned.roster is None:
+        return built, even, "no leader has taken a census of live workers yet"
+    return built, even, "no worker answered the leader's census"
 
 
 def _window(first: date, zone: tzinfo, week: bool, fine: bool) -> Window:

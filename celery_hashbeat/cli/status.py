@@ -7,6 +7,7 @@ from __future__ import annotations
 import textwrap
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import click
 from celery import Celery
@@ -122,13 +123,16 @@ def status(
                     for name, pause in paused.items()
                 },
                 "triggers_waiting": controls.triggers,
+                "entry_count": entries.total,
                 "entries": {
                     name: {
-                        "next_slot": None if next_slot is None else stamp_iso(next_slot),
-                        **summary.json(),
+                        "next_slot": None if line.next_slot is None else stamp_iso(line.next_slot),
+                        "silent": line.silent,
+                        **line.summary.json(),
                     }
-                    for name, (next_slot, summary) in entries.items()
+                    for name, line in entries.lines.items()
                 },
+                "not_listed": entries.left_out,
             }
         )
     else:
@@ -144,7 +148,10 @@ def status(
             click.echo(table(["TOKEN", "ROLE", "LAST SEEN"], rows, indent="  "))
         click.echo(f"enqueued  last slots of {len(slots)} entr{'y' if len(slots) == 1 else 'ies'}")
         if slots and limit:
-            rows = [[name, stamp(slot), relative(slot, now)] for name, slot in slots[:limit]]
+            rows = [
+                [name, stamp(slot, millis=True), relative(slot, now)]
+                for name, slot in slots[:limit]
+            ]
             click.echo(table(["ENTRY", "LAST SLOT", ""], rows, indent="  "))
             if len(slots) > limit:
                 click.echo(f"  ... and {len(slots) - limit} more (--limit, or --json)")
@@ -165,8 +172,8 @@ def status(
             click.echo(table(["ENTRY", "REASON", "SINCE"], rows, indent="  "))
         if controls.triggers:
             click.echo(f"triggers  {controls.triggers} waiting for a leader to send them")
-        if entries:
-            echo_entries(entries, now)
+        if entries.lines or entries.more or entries.left_out:
+            echo_entries(entries, now, limit)
     if check and lease is None:
         raise Findings(f"no beat holds the lease in {where} (prefix {prefix!r})")
 
@@ -184,44 +191,94 @@ def paused_entries(records: Mapping[str, tuple[str | None, str | None]]) -> dict
     return found
 
 
+@dataclass(frozen=True)
+class EntryLine:
+    """One row of the entries table: the next slot as the leader plans it (None: none), why
+    there is none ("paused", "max_runs 3 used up"), and the history in a line."""
+
+    next_slot: int | None
+    silent: str | None
+    summary: Summary
+
+
+@dataclass(frozen=True)
+class Listing:
+    """The entries table and what it leaves out, said rather than dropped."""
+
+    lines: dict[str, EntryLine]
+    #: The entries in the schedule (the beats' ``hashbeat_entries``), None without the app.
+    total: int | None = None
+    #: Rows cut by ``--limit``.
+    more: int = 0
+    #: Entries with no row, and why (cannot run; no copy on any worker now).
+    left_out: dict[str, str] = field(default_factory=dict)
+
+
 def entry_lines(
     store: Store,
     app: Celery | None,
     now: int,
     fenced: list[str],
     limit: int | None,
-) -> dict[str, tuple[int | None, Summary]]:
-    """Up to ``limit`` entries (all for None), in name order, each with its next slot (known
-    with the app, as the leader plans it from its fence) and the summary of its history: the
-    app's entries, or without the app, those the store has fences for."""
-    planned: dict[str, int | None] = {}
-    if app is not None:
-        built = build_entries(app, now, store)
-        chosen = built.entries[:limit]
-        fences = store.fences([entry.name for entry in chosen])
-        planned = {e.name: built.next_slot(e.name, fences.get(e.name), now) for e in chosen}
+) -> Listing:
+    """Up to ``limit`` rows (all for None), in name order, each with its next slot (known with
+    the app, as the leader plans it from its fence) and the summary of its history: the
+    entries the leader runs (a fanned-out entry as its copies), or without the app, those the
+    store has fences for; with what is left out and why."""
+    if app is None:
+        names = sorted(fenced)
+        chosen = names[:limit]
+        lines = {n: EntryLine(None, None, summarize(records(store, n), now)) for n in chosen}
+        return Listing(lines, more=len(names) - len(chosen))
+    built = build_entries(app, now, store)
+    runs = built.entries
+    picked = runs[:limit]
+    fences = store.fences([entry.name for entry in picked])
+    lines = {
+        e.name: EntryLine(
+            built.next_slot(e.name, fences.get(e.name), now),
+            built.silent(e.name, fences.get(e.name)),
+            summarize(records(store, e.name), now),
+        )
+        for e in picked
+    }
+    left_out = {name: f"cannot run: {error}" for name, error in built.errors.items()}
+    for name in built.idle:
+        left_out.setdefault(name, "runs on workers, and has no copy on any worker now")
+    return Listing(lines, built.planned.catalog.count(), len(runs) - len(picked), left_out)
+
+
+def echo_entries(listing: Listing, now: int, limit: int) -> None:
+    count = len(listing.lines)
+    if listing.total is None:
+        click.echo(f"entries   {count} listed, from the store's fences (hashbeat show NAME)")
     else:
-        planned = dict.fromkeys(sorted(fenced)[:limit])
-    return {name: (slot, summarize(records(store, name), now)) for name, slot in planned.items()}
-
-
-def echo_entries(entries: dict[str, tuple[int | None, Summary]], now: int) -> None:
-    click.echo(f"entries   {len(entries)} listed (hashbeat show NAME for the history)")
+        click.echo(
+            f"entries   {listing.total} in the schedule; {count} listed, a fanned-out entry as "
+            "its copies (hashbeat show NAME for the history)"
+        )
     rows = []
-    for name, (slot, summary) in entries.items():
-        last = summary.last
+    for name, line in listing.lines.items():
+        last, slot = line.summary.last, line.next_slot
         rows.append(
             [
                 name,
-                "" if slot is None else relative(slot, now),
+                (line.silent or "-") if slot is None else relative(slot, now),
                 "" if last is None else f"{last.outcome} {relative(last.at, now)}",
-                str(summary.sent),
-                str(summary.skipped),
-                str(summary.missed),
+                str(line.summary.sent),
+                str(line.summary.skipped),
+                str(line.summary.missed),
             ]
         )
     headers = ["ENTRY", "NEXT", "LAST OUTCOME", "SENT/1H", "SKIPPED/1H", "MISSED/1H"]
-    click.echo(table(headers, rows, indent="  "))
+    if rows:
+        click.echo(table(headers, rows, indent="  "))
+    if listing.more:
+        click.echo(
+            f"  ... and {listing.more} more not listed (--limit {limit + listing.more}, or --json)"
+        )
+    for name, why in listing.left_out.items():
+        click.echo(f"  not listed: {name}: {why} (hashbeat schedule says more)")
 
 
 def echo_roster(roster: Roster, now: int) -> None:

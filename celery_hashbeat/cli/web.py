@@ -6,8 +6,7 @@ import click
 
 from celery_hashbeat.cli.admin import Refused
 from celery_hashbeat.cli.loading import app_option, beat_schedule, require_app
-from celery_hashbeat.web.app import make_app
-from celery_hashbeat.web.serve import ExposedWithoutTokenError, serve
+from celery_hashbeat.cli.output import SetupError
 
 
 @click.command("web")
@@ -29,6 +28,14 @@ def web(app_name: str | None, host: str, port: int) -> None:
     Example:
       HASHBEAT_WEB_TOKEN=s3cret hashbeat web -A proj --port 8000
     """
+    try:  # the console's libraries are an extra: the other commands run without them
+        from celery_hashbeat.web.app import make_app  # noqa: PLC0415
+        from celery_hashbeat.web.serve import ExposedWithoutTokenError, serve  # noqa: PLC0415
+    except ImportError as exc:
+        raise SetupError(
+            f"hashbeat web needs the console's libraries ({exc.name} is missing): "
+            f"pip install 'celery-hashbeat[web]'"
+        ) from None
     app = require_app(app_name)
     beat_schedule(app)  # the task modules, as the beats import them
     console = make_app(app)

@@ -15,7 +15,7 @@ import json
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
 
 from celery_hashbeat.control.definitions import (
@@ -36,8 +36,7 @@ from celery_hashbeat.entries.building import as_definition
 from celery_hashbeat.entries.catalog import Catalog
 from celery_hashbeat.entries.errors import EntryError
 from celery_hashbeat.errors import HashbeatError
-from celery_hashbeat.observe.history import Record
-from celery_hashbeat.observe.history import decode as decode_record
+from celery_hashbeat.observe.history import Record, newest_first
 from celery_hashbeat.settings import Settings
 from celery_hashbeat.store import StoreConfigError, StoreError, StoreReadOnly, open_store
 from celery_hashbeat.store.controls import DEFINITION, PAUSE
@@ -203,10 +202,26 @@ class Planned:
     floors: dict[str, int]
     #: The leader's last census of live workers (None: none yet, or no store read).
     roster: Roster | None
+    #: The entries paused now, by name, as every beat reads them from the store.
+    paused: dict[str, Pause] = field(default_factory=dict)
 
     def next_slots(self, name: str, fence: Fence | None, now_ms: int, count: int) -> list[int]:
-        """Entry ``name``'s next ``count`` slots as the leader plans them from ``fence``."""
-        return self.catalog.next_slots(name, fence, self.floors, now_ms, count)
+        """Entry ``name``'s next ``count`` slots as the leader plans them from ``fence``: none
+        while it (or the entry it is a copy of) is paused, none past its ``max_runs``."""
+        return self.catalog.next_slots(name, fence, self.floors, now_ms, count, self.paused)
+
+    def silent(self, name: str, fence: Fence | None) -> str | None:
+        """Why the leader sends no slot of entry ``name`` it runs, in a few words ("paused",
+        "max_runs 3 used up"); None when nothing holds it back."""
+        entry = self.catalog.entries.get(name)
+        if entry is None:
+            return None
+        if self.catalog.held(name, self.paused):
+            return "paused"
+        runs = 0 if fence is None else fence.runs
+        if entry.max_runs is not None and runs >= entry.max_runs:
+            return f"max_runs {entry.max_runs} used up"
+        return None
 
 
 def plan_schedule(
@@ -227,7 +242,7 @@ def plan_schedule(
         roster = store.roster()
     nodes = None if roster is None else roster.nodes
     catalog, refusals = Catalog.preview(app, settings, now_ms, configured, stored, nodes)
-    return Planned(catalog, refusals, controls.floors, roster)
+    return Planned(catalog, refusals, controls.floors, roster, dict(controls.paused))
 
 
 class ScheduleAdmin:
@@ -532,9 +547,9 @@ class ScheduleAdmin:
         return views
 
     def recent(self, name: str, count: int = RECENT) -> builtins.list[Record]:
-        """The entry's newest ``count`` outcomes, newest first (records that do not read back
-        are left out)."""
-        return [r for r in map(decode_record, self.store.history(name, count)) if r]
+        """The entry's newest ``count`` outcomes, newest first by when each happened (records
+        that do not read back are left out)."""
+        return newest_first(self.store.history(name))[:count]
 
     def _config_data(self, name: str, given: Any) -> dict[str, Any]:
         definition = as_definition(given) or {}

@@ -13,7 +13,7 @@ leader plans them (``next_slots``), so what they show is what the beat does.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -150,6 +150,14 @@ class Catalog:
         if moved:
             self._build(moved)
 
+    def count(self) -> int:
+        """The entries in the schedule, as the beats' ``hashbeat_entries`` and the commands
+        count them: each definition once by name, the configuration's (with Celery's own) and
+        the store's (one the configuration also names counts once), a fanned-out entry once
+        whatever its copies, one that cannot run too. The same on every beat, leader or not."""
+        configured = self.configured
+        return len(configured) + sum(1 for name in self.stored if name not in configured)
+
     def digest(self) -> str:
         """What this beat runs, in a few characters. Copies on every live worker are left out:
         beats that have not seen the same census still run the same configuration."""
@@ -219,6 +227,11 @@ class Catalog:
             return fence_ms
         return floor
 
+    def held(self, name: str, paused: Container[str]) -> bool:
+        """Whether entry ``name`` is paused by an operator: itself, or the entry it is a copy
+        of (``paused``: the names paused in the store). A leader sends nothing of it."""
+        return bool(paused) and (name in paused or (self.fanout.parent_of(name) or "") in paused)
+
     def next_slots(
         self,
         name: str,
@@ -226,13 +239,15 @@ class Catalog:
         floors: Mapping[str, int],
         now_ms: int,
         count: int,
+        paused: Container[str] = (),
     ) -> list[int]:
         """The next ``count`` slots a leader sends of entry ``name`` (none for one it does not
-        run), planned from the store's ``fence`` and the operators' ``floors`` as the leader
-        plans them: a schedule the store has not anchored (or fenced for another schedule) is
-        anchored first, at its floor or now; a slot missed since the fence is due now."""
+        run, nor for one ``held`` by a pause), planned from the store's ``fence`` and the
+        operators' ``floors`` as the leader plans them: a schedule the store has not anchored
+        (or fenced for another schedule) is anchored first, at its floor or now; a slot missed
+        since the fence is due now; none past ``max_runs`` (the run count kept by the fence)."""
         entry = self.entries.get(name)
-        if entry is None:
+        if entry is None or self.held(name, paused):
             return []
         fence_ms = None if fence is None else fence.slot
         if entry.needs_anchor(fence):

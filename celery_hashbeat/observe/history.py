@@ -7,10 +7,12 @@ the reason of a skip or a drop, a run's duration). The beat writes ``sent``, ``s
 ``missed``, ``dropped`` and ``trigger``; the worker that runs a slot's task writes ``started``,
 ``succeeded`` and ``failed`` (worker/outcomes.py). The store keeps the newest HISTORY_CAP per entry.
 
-The beat never makes a store call for its history: records wait in an Outbox and ride on the next
-claim or lease renewal (at most one renewal period later), calls the beat makes anyway. A record
-that cannot be delivered (the store is down) is dropped: the history is a report, and the outbox
-never grows past OUTBOX_CAP.
+Records wait in an Outbox and ride on the next claim or lease renewal, calls the beat makes
+anyway; only after a send with no claim due right after does the beat write them at once
+(beat/dispatch.py), so that a kill a moment after a send keeps its ``sent`` record. A record that
+cannot be delivered (the store is down) is dropped: the history is a report, and the outbox never
+grows past OUTBOX_CAP. The store keeps records in the order they arrived; ``newest_first`` orders
+them by when each happened.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -31,6 +34,7 @@ __all__ = [
     "Record",
     "decode",
     "encode",
+    "newest_first",
     "sent_text",
 ]
 
@@ -111,6 +115,40 @@ def decode(text: str) -> Record | None:
         return Record(**fields)
     except TypeError:
         return None
+
+
+#: Where each outcome falls in the life of a slot's task, to order outcomes of one instant.
+STAGE = {
+    TRIGGER: 0,
+    SENT: 0,
+    SKIPPED: 0,
+    MISSED: 0,
+    DROPPED: 0,
+    STARTED: 1,
+    SUCCEEDED: 2,
+    FAILED: 2,
+}
+
+
+def newest_first(texts: Iterable[str]) -> list[Record]:
+    """Stored records (the store's newest first) as readable records, newest first by when each
+    happened. The store keeps them in the order they arrived, which is not that order: the beat's
+    ``sent`` rides on its next store call, after the worker wrote ``started``. Ties go by the
+    stage of the task's life (sent, started, then succeeded or failed), then by the store's
+    order; a worker's outcome counts as no earlier than its task's sending, so a worker clock
+    behind the beat's never shows a start before its send. Unreadable records are left out."""
+    records = [record for record in map(decode, texts) if record is not None]
+    sent_at = {r.task_id: r.at for r in records if r.task_id and r.outcome in (SENT, TRIGGER)}
+
+    def when(item: tuple[int, Record]) -> tuple[int, int, int]:
+        arrived, record = item
+        at = record.at
+        stage = STAGE.get(record.outcome, 0)
+        if stage and record.task_id in sent_at:
+            at = max(at, sent_at[record.task_id])
+        return at, stage, -arrived
+
+    return [record for _, record in sorted(enumerate(records), key=when, reverse=True)]
 
 
 class Outbox:

@@ -44,9 +44,9 @@ def chaos_schedule() -> dict[str, dict[str, Any]]:
 
 
 def schedule_for(name: str) -> dict[str, dict[str, Any]]:
-    """``chaos``; ``failover`` (chaos plus a 250 ms hashed interval, so a new leader always has
-    a slot due within a quarter second); ``burst:N`` (N entries every second, all at once);
-    ``wave:N`` (N entries every 5 seconds, all at once);
+    """``chaos``; ``sparse`` (one entry every five seconds); ``failover`` (chaos plus a 250 ms
+    hashed interval, so a new leader always has a slot due within a quarter second); ``burst:N``
+    (N entries every second, all at once); ``wave:N`` (N entries every 5 seconds, all at once);
     ``spread-cron:N`` (N entries ``H * * * * *``, once a
     minute at a hashed second); ``spread-interval:N`` (N entries every 60 s at a hashed ms)."""
     kind, _, count = name.partition(":")
@@ -69,6 +69,9 @@ def schedule_for(name: str) -> dict[str, dict[str, Any]]:
                 "catch_up": "skip",
             },
         }
+    if kind == "sparse":
+        # One send every five seconds, and nothing between: no claim soon after a send.
+        return {"sparse": {"task": TASK, "schedule": hashcron("*/5 * * * * *")}}
     if kind == "bad-exchange":
         # Beside a good entry, one whose messages name an exchange the broker does not have
         # (with a routing key: a direct exchange without one is Celery's default exchange).

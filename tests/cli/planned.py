@@ -1,11 +1,12 @@
 """A Celery app whose entries have the shapes the commands once planned differently from the
-beat: a plain interval (anchored by the leader), copies on workers, a balanced group and
-Celery's own ``celery.backend_cleanup``. HASHBEAT_TEST_STORE_URL and HASHBEAT_TEST_PREFIX name
-the store, as for ``tests.cli.proj``."""
+beat: plain intervals, in seconds and as a timedelta (anchored by the leader), copies on
+workers, a balanced group and Celery's own ``celery.backend_cleanup``. HASHBEAT_TEST_STORE_URL
+and HASHBEAT_TEST_PREFIX name the store, as for ``tests.cli.proj``."""
 
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 
 from celery import Celery
 
@@ -23,6 +24,7 @@ app.conf.update(
     hashbeat_key_prefix=os.environ.get("HASHBEAT_TEST_PREFIX", "hashbeat"),
     beat_schedule={
         "heartbeat": {"task": "planned.ping", "schedule": 90.0},
+        "pulse": {"task": "planned.ping", "schedule": timedelta(seconds=75)},
         "fanned": {
             "task": "planned.ping",
             "schedule": hashcron("H H * * *"),

@@ -114,8 +114,8 @@ def test_an_entry_through_its_life(run: Run, target: Target) -> None:
         "max_runs": 5,
     }
     assert entry["paused"]["reason"] == "supplier outage"
-    # max_runs 5: the leader sends five slots, so five are shown.
-    assert entry["next_slots"] == next_slots("H 6 * * *", "Europe/Riga", before, count=5)
+    # Paused: the leader sends none of its slots, so none is shown.
+    assert entry["next_slots"] == []
     assert listed["refresh-prices"]["paused"] is None
 
     table = ok(hashbeat(run, target, "entries")).splitlines()
@@ -130,10 +130,14 @@ def test_an_entry_through_its_life(run: Run, target: Target) -> None:
     shown = json.loads(ok(hashbeat(run, target, "show", NAME, "--json")))
     assert shown["definition"] == entry["definition"] and shown["history"] == []
     assert shown["next_slots"] == entry["next_slots"]
+    assert "next slots  none while paused" in text
 
     ok(hashbeat(run, target, "resume", NAME))
     pause = store.changes(0).records[NAME][1]
     assert pause is not None and json.loads(pause)["paused"] is False
+    resumed = json.loads(ok(hashbeat(run, target, "show", NAME, "--json")))
+    # max_runs 5: the leader sends five slots, so five are shown.
+    assert resumed["next_slots"] == next_slots("H 6 * * *", "Europe/Riga", before, count=5)
 
     task_id = ok(hashbeat(run, target, "trigger", NAME)).splitlines()[0]
     assert str(uuid.UUID(task_id)) == task_id

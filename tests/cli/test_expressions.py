@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import subprocess
 import sys
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 from click.testing import Result
@@ -16,8 +20,11 @@ from celery_hashbeat import parse
 from celery_hashbeat.cli.chart import draw
 from celery_hashbeat.cli.output import Exit
 from celery_hashbeat.cli.terms import lowest
+from tests.cli.conftest import ROOT
 
 Invoke = Callable[..., Result]
+Run = Callable[..., subprocess.CompletedProcess[str]]
+NO_PLOT = "--png needs matplotlib (the plot extra)"
 
 
 def test_explain_resolves_as_the_engine_does(invoke: Invoke) -> None:
@@ -162,7 +169,7 @@ def test_spread_chart(invoke: Invoke) -> None:
 
 
 def test_spread_png(invoke: Invoke, tmp_path: Path) -> None:
-    pytest.importorskip("matplotlib")
+    pytest.importorskip("matplotlib", reason=NO_PLOT)
     picture = tmp_path / "load.png"
     result = invoke(
         "spread", "--expr", "H H * * *", "--keys", "-", "--png", str(picture), input="a\nb\n"
@@ -197,18 +204,65 @@ def test_spread_needs_keys_or_app(invoke: Invoke) -> None:
     assert "-A proj" in result.stderr
 
 
-def test_spread_png_panels_share_a_scale_and_show_a_first_bucket_spike() -> None:
-    """The plain-cron panel's spike sits in the first bucket: it must stand clear of the y-axis,
-    and both panels must use one vertical scale so their peaks compare."""
-    pyplot = pytest.importorskip("matplotlib.pyplot")
+def test_spread_png_panels_have_their_own_scale_a_clock_axis_and_a_clear_first_spike() -> None:
+    """The plain-cron panel's spike sits in the first bucket: it must stand clear of the y-axis.
+    Each panel has its own vertical scale, so a flat hashed load is not flattened against plain
+    cron's spike (its title says its peak); the axis tells the time of day in the window's
+    zone."""
+    pyplot = pytest.importorskip("matplotlib.pyplot", reason=NO_PLOT)
+    from matplotlib.dates import date2num  # noqa: PLC0415 - only with matplotlib
+
     spike = [40] + [0] * 59
     spread_out = [1] * 40 + [0] * 20
+    start = datetime(2026, 3, 9, 9, 0, tzinfo=ZoneInfo("Europe/Riga"))
     figure = draw(
-        pyplot, timedelta(hours=1), [("0 * * * *", spike), ("H * * * *", spread_out)], "t"
+        pyplot, start, timedelta(hours=1), [("0 * * * *", spike), ("H * * * *", spread_out)], "t"
     )
     try:
+        figure.canvas.draw()
         plain, hashed = figure.axes
-        assert plain.get_ylim() == hashed.get_ylim() and plain.get_ylim()[1] >= 40
-        assert plain.get_xlim()[0] < 0  # the first bucket is not drawn on the axis line
+        assert 40 <= plain.get_ylim()[1] < 50 and 1 <= hashed.get_ylim()[1] < 2
+        assert plain.get_title(loc="left") == "0 * * * *: peak 40 per bucket"
+        assert plain.get_xlim()[0] < date2num(start)  # the first bucket is not on the axis line
+        labels = [label.get_text() for label in hashed.get_xticklabels() if label.get_text()]
+        assert labels and all(re.fullmatch(r"\d\d:\d\d", text) for text in labels), labels
+        assert "09:00" in labels  # Riga's clock, not UTC's 07:00 nor hours from the start
+        assert hashed.get_xlabel() == "time of day (EET)"
     finally:
         pyplot.close(figure)
+
+
+def test_spread_png_without_matplotlib_fails_before_printing(run: Run, tmp_path: Path) -> None:
+    """With no matplotlib to import, --png fails at once, naming the extra to install, and
+    prints no chart first."""
+    hidden = tmp_path / "hidden"
+    (hidden / "matplotlib").mkdir(parents=True)
+    (hidden / "matplotlib" / "__init__.py").write_text("raise ImportError('not installed')\n")
+    (tmp_path / "keys.txt").write_text("a\nb\n")
+    path = f"{hidden}{os.pathsep}{ROOT}"
+    done = run(
+        "hashbeat", "spread", "--expr", "H H * * *", "--keys", "keys.txt", "--png", "x.png",
+        env={"PYTHONPATH": path},
+    )  # fmt: skip
+    assert done.returncode == Exit.SETUP, done.stdout + done.stderr
+    assert done.stdout == ""
+    assert "pip install 'celery-hashbeat[plot]'" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / "x.png").exists()
+
+
+def test_spread_png_of_one_second_buckets_is_not_a_solid_block(run: Run, tmp_path: Path) -> None:
+    """A day of one-second buckets is 86,400 of them: drawn one by one they fill the panel.
+    Plain cron's 100 runs every tenth second average 10 a second; the panel shows that level
+    (and the peak as a line), so most of it stays blank."""
+    image = pytest.importorskip("matplotlib.image", reason=NO_PLOT)
+    (tmp_path / "keys.txt").write_text("".join(f"job-{i}\n" for i in range(100)))
+    done = run(
+        "hashbeat", "spread", "--expr", "H/10 * * * * *", "--keys", "keys.txt",
+        "--date", "2026-03-09", "--png", "load.png",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    pixels = image.imread(str(tmp_path / "load.png"))[:, :, :3]
+    ink = pixels.sum(axis=2) < 2.9  # anything but white
+    plain_panel = ink[ink.shape[0] // 2 :]
+    assert plain_panel.mean() < 0.3, plain_panel.mean()

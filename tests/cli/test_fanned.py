@@ -14,6 +14,7 @@ import re
 import subprocess
 import time
 from collections.abc import Callable
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -188,6 +189,20 @@ def test_spread_counts_the_copies_it_knows(run: Run) -> None:
     assert shown["what"] == "4 entries"
     assert shown["hashed"]["total"] == 24 * 12 + 2 * 24 + 1  # backend_cleanup once a day
     assert "entry 'refresh' runs on every live worker" in done.stderr
+    assert "no leader has taken a census" in done.stderr
+
+
+def test_spread_counts_the_copies_on_the_workers_of_the_census(run: Run, store: Store) -> None:
+    """With the leader's census in the store, the "*" entry counts as its copies, one a worker,
+    each an hourly slot at its own minute."""
+    assert store.acquire(TOKEN, 30_000)
+    assert store.set_roster(TOKEN, WEB, int(time.time() * 1000))
+    done = run("hashbeat", "spread", "-A", FANNED, "--date", "2026-03-09", "--json")
+    assert done.returncode == 0, done.stderr
+    shown = json.loads(done.stdout)
+    assert shown["what"] == "6 entries"  # and refresh@celery@web-1, refresh@celery@web-2
+    assert shown["hashed"]["total"] == 24 * 12 + 2 * 24 + 1 + 2 * 24
+    assert "refresh" not in done.stderr
 
 
 def test_a_fanned_entry_that_cannot_run(run: Run, tmp_path: Path) -> None:
@@ -210,3 +225,67 @@ def test_a_fanned_entry_that_cannot_run(run: Run, tmp_path: Path) -> None:
     assert "entry 'named': 'workers' lists 'web-1'" in errors[1]
     assert "entry 'routed'" in errors[2] and "['queue']" in errors[2]
     assert done.stderr.strip() == "Error: entries that cannot run: everywhere, named, routed"
+
+
+def test_status_says_which_entries_it_does_not_list_and_why(run: Run, store: Store) -> None:
+    """Four entries (with Celery's own); the "*" one has no copy before a census, and --limit 2
+    cuts the rows of the others: status says both, instead of listing two silently."""
+    done = run("hashbeat", "status", "-A", FANNED, "--limit", "2")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    at = lines.index(next(line for line in lines if line.startswith("entries ")))
+    assert lines[at].startswith("entries   4 in the schedule; 2 listed"), lines[at]
+    rows = [line.split()[0] for line in lines[at + 2 : at + 4]]
+    assert rows == ["celery.backend_cleanup", "import-orders"]
+    assert "  ... and 2 more not listed (--limit 4, or --json)" in lines
+    [refresh] = [line for line in lines if line.startswith("  not listed: refresh: ")]
+    assert "no copy on any worker" in refresh
+    shown = json.loads(run("hashbeat", "status", "-A", FANNED, "--json").stdout)
+    assert shown["entry_count"] == 4
+    assert set(shown["entries"]) == {
+        "celery.backend_cleanup",
+        "import-orders",
+        "rotate-logs@celery@web-1",
+        "rotate-logs@celery@web-2",
+    }
+    assert set(shown["not_listed"]) == {"refresh"}
+
+
+def test_status_shows_last_slots_to_the_millisecond(run: Run, store: Store) -> None:
+    """A column of instants lines up: a slot on a whole second shows its ".000" too."""
+    whole = (int(time.time()) - 60) * 1000
+    assert store.acquire(TOKEN, 30_000)
+    assert store.claim(TOKEN, {"import-orders": (whole, "fp"), "rotate-logs": (whole + 7, "fp")})
+    done = run("hashbeat", "status", "-A", FANNED)
+    assert done.returncode == 0, done.stderr
+    cells = {cell[0]: cell[1] for cell in map(split_cells, done.stdout.splitlines()) if cell}
+    moment = datetime.fromtimestamp(whole / 1000, timezone.utc)
+    assert cells["import-orders"] == f"{moment:%Y-%m-%d %H:%M:%S}.000 UTC"
+    assert cells["rotate-logs"] == f"{moment:%Y-%m-%d %H:%M:%S}.007 UTC"
+
+
+def split_cells(line: str) -> list[str]:
+    """The cells of an indented two-column-apart table row of the enqueued slots, or []."""
+    cells = re.split(r"\s{2,}", line.strip())
+    return cells if len(cells) == 3 and cells[1].endswith(" UTC") else []
+
+
+def test_a_fanned_out_entry_shows_its_copies_slots_not_its_own(run: Run, store: Store) -> None:
+    """The "*" entry itself never fires: its copies do, each at the minute of its own key. What
+    entries and show list for it are those copies' slots, and before a census, none."""
+    listed = json.loads(run("hashbeat", "entries", "-A", FANNED, "--json").stdout)
+    assert next(v for v in listed if v["name"] == "refresh")["next_slots"] == []
+    assert store.acquire(TOKEN, 30_000)
+    nodes = ["celery@web-1", "celery@web-3"]
+    assert store.set_roster(TOKEN, nodes, int(time.time() * 1000))
+    minutes = {minute(f"refresh@{node}") for node in nodes}
+    listed = json.loads(run("hashbeat", "entries", "-A", FANNED, "--json").stdout)
+    slots = next(v for v in listed if v["name"] == "refresh")["next_slots"]
+    shown = json.loads(run("hashbeat", "show", "refresh", "-A", FANNED, "--json").stdout)
+    assert shown["next_slots"] == slots and len(slots) == 10
+    assert {int(slot[14:16]) for slot in slots} == minutes, (slots, minutes)
+    assert slots == sorted(slots)
+    copy = json.loads(
+        run("hashbeat", "show", "refresh@celery@web-3", "-A", FANNED, "--json").stdout
+    )
+    assert int(copy["next_slot"][14:16]) == minute("refresh@celery@web-3")

@@ -4,8 +4,13 @@ example may import only the standard library and the package's runtime dependenc
 from __future__ import annotations
 
 import ast
+import os
+import re
+import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Top-level modules that ``pip install -e .`` brings (pyproject's dependencies and theirs).
@@ -38,3 +43,64 @@ def test_the_readme_runs_the_example_without_the_test_extra() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert "python -m pip install -e . && python -m example_project" in readme
     assert 'python -m pip install -e ".[test]" && python -m pytest' in readme
+
+
+def optional_dependencies() -> dict[str, list[str]]:
+    """pyproject.toml's extras, read from the checkout (not from an installed copy)."""
+    tomllib = pytest.importorskip("tomllib", reason="reading pyproject.toml needs Python 3.11")
+    with (ROOT / "pyproject.toml").open("rb") as file:
+        extras: dict[str, list[str]] = tomllib.load(file)["project"]["optional-dependencies"]
+    return extras
+
+
+def names(requirements: list[str]) -> set[str]:
+    return {re.split(r"[<>=!~ ;]", requirement)[0] for requirement in requirements}
+
+
+def test_a_redis_broker_has_an_extra_and_the_readme_says_so() -> None:
+    """Kombu's Redis transport needs celery's redis extra (redis and packaging): a Redis broker
+    after `pip install -e .` alone fails with "No module named 'packaging'"."""
+    extras = optional_dependencies()
+    assert "celery[redis]" in names(extras["redis"])
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "pip install 'celery-hashbeat[redis]'" in readme
+
+
+def test_the_test_extra_keeps_the_stack_and_leaves_the_plots_to_their_own() -> None:
+    """The suite's extra declares pytest-celery (part of the stack) but not matplotlib, which is
+    the plot extra's; the tests that draw skip with a reason without it, and dev has both."""
+    extras = optional_dependencies()
+    assert "pytest-celery" in names(extras["test"])
+    assert "matplotlib" not in names(extras["test"])
+    assert "matplotlib" in names(extras["plot"])
+    assert {"celery-hashbeat[test]", "celery-hashbeat[plot]"} <= set(extras["dev"])
+
+
+def test_the_launcher_says_what_a_redis_broker_needs(tmp_path: Path) -> None:
+    """With REDIS_URL set and kombu's Redis transport not importable (no 'packaging', as after
+    `pip install -e .` alone), the launcher says what to install in one line, at once, instead
+    of a bare "Traceback" from each process."""
+    hidden = tmp_path / "hidden" / "packaging"
+    hidden.mkdir(parents=True)
+    (hidden / "__init__.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'packaging'\", name='packaging')\n"
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{hidden.parent}{os.pathsep}{ROOT}",
+        "REDIS_URL": "redis://127.0.0.1:9/0",
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "example_project", "--seconds", "6"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+    [line] = done.stdout.splitlines()
+    assert "No module named 'packaging'" in line
+    assert "pip install 'celery-hashbeat[redis]'" in line
