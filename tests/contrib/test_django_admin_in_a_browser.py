@@ -11,7 +11,7 @@ from celery import Celery
 
 from celery_hashbeat.control.admin import ScheduleAdmin
 from tests.contrib.conftest import make_user
-from tests.support.browser import browser, by_label, click, screenshot, served
+from tests.support.browser import browser, by_label, click, screenshot, served, shows
 
 __all__ = ["browser"]
 
@@ -40,8 +40,7 @@ def test_a_staff_user_pauses_an_entry_from_the_django_admin(
     click(browser, "stored-report")
     by_label(browser, "Reason for pausing").send_keys("vendor maintenance")
     browser.find_element("xpath", "//input[@value='Pause']").click()
-    shown = browser.find_element("tag name", "body").text.lower()
-    assert "paused stored-report: vendor maintenance" in shown
+    assert shows(browser, "paused stored-report: vendor maintenance")
     view = admin.get("stored-report")
     assert view.paused
     assert view.pause is not None

@@ -17,8 +17,10 @@ from typing import Any
 import pytest
 import waitress
 from selenium import webdriver
+from selenium.common.exceptions import TimeoutException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
+from selenium.webdriver.support.wait import WebDriverWait
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
@@ -97,3 +99,15 @@ def click(driver: Any, text: str) -> None:
     driver.find_element(
         By.XPATH, f"//button[normalize-space()='{text}'] | //a[normalize-space()='{text}']"
     ).click()
+
+
+def shows(driver: Any, text: str, timeout_s: float = 10.0) -> bool:
+    """Whether the page comes to show ``text`` (any case) within ``timeout_s``: a click that
+    submits a form returns before the next page has loaded."""
+    try:
+        WebDriverWait(driver, timeout_s).until(
+            lambda d: text.lower() in d.find_element(By.TAG_NAME, "body").text.lower()
+        )
+    except TimeoutException:
+        return False
+    return True

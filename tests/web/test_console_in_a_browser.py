@@ -17,7 +17,7 @@ from celery_hashbeat.publish.message import TRIGGER_HEADER
 from celery_hashbeat.schedules import hashcron
 from celery_hashbeat.web import make_app
 from tests.support.beat_fixtures import Broker, run_for
-from tests.support.browser import browser, by_label, click, screenshot, served
+from tests.support.browser import browser, by_label, click, screenshot, served, shows
 from tests.web.conftest import TOKEN
 
 __all__ = ["browser"]
@@ -61,7 +61,7 @@ def test_a_pause_from_the_page_stops_the_sends_and_a_trigger_sends_exactly_one(
     click(browser, "pulse")
     by_label(browser, "Reason for pausing").send_keys("supplier outage")
     click(browser, "Pause")
-    assert "paused pulse: supplier outage" in browser.page_source
+    assert shows(browser, "paused pulse: supplier outage")
     view = admin.get("pulse")
     assert view.paused
     assert view.pause is not None
@@ -73,7 +73,7 @@ def test_a_pause_from_the_page_stops_the_sends_and_a_trigger_sends_exactly_one(
     assert [h for h in broker.new() if h["hashbeat_entry"] == "pulse"] == []
 
     click(browser, "Trigger one run now")
-    assert "triggered pulse" in browser.page_source
+    assert shows(browser, "triggered pulse")
     run_for(beat, 2.5)
     sent = [h for h in broker.new() if h["hashbeat_entry"] == "pulse"]
     assert len(sent) == 1
@@ -93,6 +93,7 @@ def test_a_form_error_is_shown_beside_its_field_and_a_fixed_entry_is_stored(
     schedule = by_label(browser, "Schedule")
     schedule.send_keys("H 25 * * *")
     click(browser, "Add entry")
+    assert shows(browser, "out of range")  # the refusal, on the page that comes back
     schedule = by_label(browser, "Schedule")
     error = browser.find_element("id", schedule.get_attribute("aria-describedby"))
     assert "25" in error.text
@@ -101,7 +102,7 @@ def test_a_form_error_is_shown_beside_its_field_and_a_fixed_entry_is_stored(
     schedule.clear()
     schedule.send_keys("H 6 * * *")
     click(browser, "Add entry")
-    assert "added eu-report" in browser.page_source
+    assert shows(browser, "added eu-report")
     stored = admin.get("eu-report")
     assert stored.source == "store"
     assert stored.definition["schedule"] == {"hashcron": "H 6 * * *"}
