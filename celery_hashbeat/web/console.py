@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from celery_hashbeat.control.admin import EntryView, Planned, ScheduleAdmin
+from celery_hashbeat.control.words import schedule_text
 from celery_hashbeat.expr.balance import shape_of
 from celery_hashbeat.expr.errors import CronSyntaxError
 from celery_hashbeat.observe.history import Record
@@ -93,25 +94,6 @@ class PlanCache:
                 self._planned = admin.plan()
                 self._version, self._nodes, self._at = changed.version, nodes, time.monotonic()
             return self._planned
-
-
-def schedule_text(data: Any) -> str:
-    """A stored schedule (control/definitions.py's JSON data) as it was written."""
-    if not isinstance(data, dict):
-        return str(data)
-    if "hashcron" in data:
-        zone = f" ({data['tz']})" if data.get("tz") else ""
-        return f"hashcron {data['hashcron']}{zone}"
-    for kind in ("hashinterval", "every"):
-        if kind in data:
-            return f"{kind} {data[kind]:g}s"
-    if "crontab" in data:
-        order = ("minute", "hour", "day_of_month", "month_of_year", "day_of_week")
-        return "crontab " + " ".join(str(data["crontab"].get(key, "*")) for key in order)
-    if "solar" in data:
-        solar = data["solar"]
-        return f"solar {solar.get('event')} {solar.get('lat')},{solar.get('lon')}"
-    return str(data)
 
 
 def resolved_text(planned: Planned, name: str, zone: str) -> str:
