@@ -4,9 +4,11 @@ a real Redis; what changed is read back through ScheduleAdmin."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
+import urllib.request
 
 from werkzeug.test import Client, TestResponse
 
@@ -129,7 +131,7 @@ def test_listening_beyond_this_machine_without_a_token_is_refused_with_the_fix()
         capture_output=True,
         text=True,
         timeout=60,
-        env={**__import__("os").environ, "HASHBEAT_WEB_TOKEN": ""},
+        env={**os.environ, "HASHBEAT_WEB_TOKEN": ""},
     )
     assert done.returncode == 2
     assert "refusing to listen on 0.0.0.0" in done.stderr
@@ -152,3 +154,28 @@ def test_an_edit_made_from_a_stale_form_is_refused_and_the_other_change_is_kept(
     assert answer.status_code == 400
     assert "was not updated" in answer.get_data(as_text=True)
     assert admin.get("stored-report").definition["schedule"] == {"hashcron": "H/30 * * * *"}
+
+
+def test_hashbeat_web_serves_the_entries_page_over_http() -> None:
+    env = {**os.environ, "HASHBEAT_WEB_TOKEN": "t0ken", "PYTHONUNBUFFERED": "1"}
+    command = [sys.executable, "-m", "celery_hashbeat", "web", "-A", "tests.web.webapp"]
+    server = subprocess.Popen(
+        [*command, "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert server.stdout is not None
+        line = server.stdout.readline()
+        url = re.search(r"http://127\.0\.0\.1:\d+/", line)
+        assert url, f"no address in {line!r}"
+        with urllib.request.urlopen(url.group(0), timeout=30) as answer:
+            page = answer.read().decode()
+        assert answer.status == 200
+        assert ">nightly</a>" in page
+        assert "Log in to act" in page
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
