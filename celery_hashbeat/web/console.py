@@ -68,9 +68,12 @@ class Overview:
 
 class PlanCache:
     """The last plan, kept while the store's control records have not changed (their version),
-    the census is the same and it is younger than PLAN_AGE_S."""
+    the census is the same and it is younger than PLAN_AGE_S; with it, every entry's view and
+    next slot, planned again for the entries whose next slot has come (a slot sent moves its
+    entry's fence, and only then), or all of them when the plan is rebuilt."""
 
     def __init__(self) -> None:
+        self._views: dict[str, EntryView] = {}
         self._planned: Planned | None = None
         self._version = 0
         self._nodes: tuple[str, ...] | None = None
@@ -93,7 +96,21 @@ class PlanCache:
                 # The version is read before the plan: a change made meanwhile is seen next time.
                 self._planned = admin.plan()
                 self._version, self._nodes, self._at = changed.version, nodes, time.monotonic()
+                self._views = {}
             return self._planned
+
+    def views(self, admin: ScheduleAdmin, planned: Planned, now_ms: int) -> list[EntryView]:
+        """Every entry with its next slot, from ``planned`` (the one ``planned`` returned)."""
+        with self._lock:
+            if not self._views:
+                fresh = admin.list(recent=0, slots=1, planned=planned)
+            else:
+                due = [
+                    n for n, v in self._views.items() if v.next_slots and v.next_slots[0] <= now_ms
+                ]
+                fresh = admin.list(names=due, recent=0, slots=1, planned=planned) if due else []
+            self._views.update((view.name, view) for view in fresh)
+            return list(self._views.values())
 
 
 def resolved_text(planned: Planned, name: str, zone: str) -> str:
@@ -127,9 +144,9 @@ class Console:
 
     def __init__(self, admin: ScheduleAdmin, cache: PlanCache) -> None:
         self.admin = admin
-        self.planned = cache.planned(admin)
-        self.views = admin.list(recent=0, slots=1, planned=self.planned)
         self.now_ms = int(admin.clock() * 1000)
+        self.planned = cache.planned(admin)
+        self.views = cache.views(admin, self.planned, self.now_ms)
         self.zone = str(admin.app.timezone)
 
     def overview(self) -> Overview:

@@ -16,6 +16,7 @@ from celery_hashbeat.control.admin import ScheduleAdmin
 from celery_hashbeat.expr.cronexpr import parse
 from celery_hashbeat.schedules import hashcron
 from celery_hashbeat.web.app import ConsoleApp
+from tests.support.beat_fixtures import Clock
 from tests.web.conftest import TOKEN
 
 
@@ -179,3 +180,26 @@ def test_hashbeat_web_serves_the_entries_page_over_http() -> None:
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def next_slot_of(page: str, name: str) -> str:
+    row = re.search(rf">{re.escape(name)}</a></th>(.*?)</tr>", page, re.S)
+    assert row, f"no row for {name}"
+    found = re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", row.group(1))
+    assert found, f"no next slot for {name}"
+    return found.group(0)
+
+
+def test_the_kept_plan_follows_the_clock_and_changes_made_elsewhere(
+    console: ConsoleApp, admin: ScheduleAdmin
+) -> None:
+    clock = Clock()
+    console.admin.clock = clock
+    client = Client(console)
+    first = next_slot_of(client.get("/").get_data(as_text=True), "stored-report")
+    clock.advance(15 * 60)  # "H/15 * * * *": its next slot has come and gone
+    later = next_slot_of(client.get("/").get_data(as_text=True), "stored-report")
+    assert later > first
+    admin.pause("stored-report", "changed elsewhere")  # another operator, through the CLI
+    page = client.get("/").get_data(as_text=True)
+    assert "paused: changed elsewhere" in page
