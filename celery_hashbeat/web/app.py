@@ -26,7 +26,7 @@ from celery_hashbeat.web.actions import act
 from celery_hashbeat.web.auth import CSRF_COOKIE, SESSION_COOKIE, SESSION_S, Guard
 from celery_hashbeat.web.console import STATES, Console, PlanCache
 from celery_hashbeat.web.forms import FIELDS, KINDS, EntryForm
-from celery_hashbeat.web.spread import spread, svg
+from celery_hashbeat.web.spread import svg
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIEnvironment
@@ -204,7 +204,7 @@ class ConsoleApp:
         if found is None:
             raise NotFound(f"No entry {name!r} in beat_schedule or in the store.")
         row, view = found
-        picture = spread(console.same_shape(name), console.slots, console.now_ms)
+        picture = console.spread(name)
         return self.render(
             request,
             "entry.html",

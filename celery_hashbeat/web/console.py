@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +21,7 @@ from celery_hashbeat.control.words import schedule_text
 from celery_hashbeat.expr.balance import shape_of
 from celery_hashbeat.expr.errors import CronSyntaxError
 from celery_hashbeat.observe.history import Record
+from celery_hashbeat.web.spread import MOST_ENTRIES, Spread, spread
 
 if TYPE_CHECKING:
     from celery_hashbeat.store.base import BeatInfo, LeaseInfo
@@ -214,10 +216,19 @@ class Console:
         others = [v.name for v in self.views if v.name != name and shape_key(v.definition) == key]
         return [name, *others]
 
-    def slots(self, name: str, count: int) -> list[int]:
-        """Up to ``count`` next slots of an entry (its copies' together), as the leader plans."""
+    def spread(self, name: str) -> Spread:
+        """When ``name`` and the entries of its shape fire, with their fences read in one call."""
+        shape = self.same_shape(name)[:MOST_ENTRIES]
+        subs = self.planned.catalog.fanout.subs
+        fences = self.admin.store.fences([n for s in shape for n in subs.get(s, (s,))])
+        return spread(shape, lambda each, count: self.slots(each, count, fences), self.now_ms)
+
+    def slots(self, name: str, count: int, fences: Mapping[str, Any] | None = None) -> list[int]:
+        """Up to ``count`` next slots of an entry (its copies' together), as the leader plans,
+        from ``fences`` (read from the store when not given)."""
         names = sorted(self.planned.catalog.fanout.subs.get(name, (name,)))
-        fences = self.admin.store.fences(names)
+        if fences is None:
+            fences = self.admin.store.fences(names)
         found = [
             slot
             for each in names

@@ -44,6 +44,14 @@ def test_the_entries_page_shows_every_entry_with_its_h_values_resolved(
         assert f"<code>{parse(expression, key=name)}</code>" in page
 
 
+def test_an_entrys_page_draws_when_it_and_its_shape_fire(console: ConsoleApp) -> None:
+    page = Client(console).get("/entry?name=stored-report").get_data(as_text=True)
+    svg = re.search(r"<svg.*?</svg>", page, re.S)
+    assert svg, "no spread picture"
+    own = re.findall(r'class="own"', svg.group(0))
+    assert len(own) == 4  # "H/15 * * * *" fires four times in the hour the picture spans
+
+
 def test_a_post_without_the_csrf_token_is_refused_and_changes_nothing(
     console: ConsoleApp, admin: ScheduleAdmin
 ) -> None:

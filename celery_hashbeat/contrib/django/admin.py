@@ -19,7 +19,7 @@ from celery_hashbeat.contrib.django.models import Entry
 from celery_hashbeat.control.admin import AdminError
 from celery_hashbeat.web.actions import ACTIONS, act
 from celery_hashbeat.web.console import STATES, Console
-from celery_hashbeat.web.spread import spread, svg
+from celery_hashbeat.web.spread import svg
 
 #: Rows on one page of the list.
 PAGE_ROWS = 200
@@ -88,7 +88,7 @@ class EntryAdmin(admin.ModelAdmin):  # type: ignore[misc]  # Django has no stubs
             if found is None:
                 raise Http404(f"No entry {name!r} in beat_schedule or in the store.")
             row, view = found
-            picture = spread(console.same_shape(name), console.slots, console.now_ms)
+            picture = console.spread(name)
             history = console.history(name)
         context = {
             **self._context(request, f"Hashbeat entry {name}"),
