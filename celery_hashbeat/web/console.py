@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from celery_hashbeat.control.admin import EntryView, Planned, ScheduleAdmin
+from celery_hashbeat.control.polling import ControlState
 from celery_hashbeat.control.words import schedule_text
 from celery_hashbeat.expr.balance import shape_of
 from celery_hashbeat.expr.errors import CronSyntaxError
@@ -69,15 +70,20 @@ class Overview:
 
 
 class PlanCache:
-    """The last plan, kept while the store's control records have not changed (their version),
-    the census is the same and it is younger than PLAN_AGE_S; with it, every entry's view and
-    next slot, planned again for the entries whose next slot has come (a slot sent moves its
-    entry's fence, and only then), or all of them when the plan is rebuilt."""
+    """The last plan, kept between requests. The store's controls are polled as a beat polls
+    them (``ControlState``): a change of pauses or floors alone updates the kept plan and plans
+    the entries it names again; a changed definition, a new census, or age (PLAN_AGE_S) builds
+    the plan again. Each entry's view and next slot is kept too, and planned again when its next
+    slot has come (a slot sent moves its entry's fence, and only then)."""
 
     def __init__(self) -> None:
+        self._controls = ControlState(report_unreadable=False)
+        #: The stored definition texts the kept plan was built from, by name.
+        self._texts: dict[str, str | None] = {}
         self._views: dict[str, EntryView] = {}
+        #: Entries whose views a change of their pause or floor made stale.
+        self._stale: set[str] = set()
         self._planned: Planned | None = None
-        self._version = 0
         self._nodes: tuple[str, ...] | None = None
         self._at = 0.0
         self._lock = threading.Lock()
@@ -85,20 +91,27 @@ class PlanCache:
     def planned(self, admin: ScheduleAdmin) -> Planned:
         with self._lock:
             store = admin.store
-            changed = store.changes(self._version)
+            changes = store.changes(self._controls.version)
+            self._controls.poll(changes)
             roster = store.roster()
             nodes = None if roster is None else roster.nodes
+            texts = {name: definition for name, (definition, _) in changes.records.items()}
+            redefined = any(text != self._texts.get(name) for name, text in texts.items())
+            self._texts = texts if changes.full else {**self._texts, **texts}
             if (
                 self._planned is None
-                or changed.records
-                or changed.version != self._version
+                or changes.full
+                or redefined
                 or nodes != self._nodes
                 or time.monotonic() - self._at > PLAN_AGE_S
             ):
-                # The version is read before the plan: a change made meanwhile is seen next time.
                 self._planned = admin.plan()
-                self._version, self._nodes, self._at = changed.version, nodes, time.monotonic()
-                self._views = {}
+                self._nodes, self._at = nodes, time.monotonic()
+                self._views, self._stale = {}, set()
+            elif texts:  # pauses, resumes and their floors: the catalog stays as it is
+                floors, paused = dict(self._controls.floors), dict(self._controls.paused)
+                self._planned = dataclasses.replace(self._planned, floors=floors, paused=paused)
+                self._stale.update(texts)
             return self._planned
 
     def views(self, admin: ScheduleAdmin, planned: Planned, now_ms: int) -> list[EntryView]:
@@ -107,10 +120,14 @@ class PlanCache:
             if not self._views:
                 fresh = admin.list(recent=0, slots=1, planned=planned)
             else:
-                due = [
+                due = {
                     n for n, v in self._views.items() if v.next_slots and v.next_slots[0] <= now_ms
-                ]
-                fresh = admin.list(names=due, recent=0, slots=1, planned=planned) if due else []
+                }
+                due |= self._stale
+                fresh = (
+                    admin.list(names=sorted(due), recent=0, slots=1, planned=planned) if due else []
+                )
+            self._stale = set()
             self._views.update((view.name, view) for view in fresh)
             return list(self._views.values())
 

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import urllib.request
 
+import pytest
 from werkzeug.test import Client, TestResponse
 
 from celery_hashbeat.control.admin import ScheduleAdmin
@@ -211,3 +212,25 @@ def test_the_kept_plan_follows_the_clock_and_changes_made_elsewhere(
     admin.pause("stored-report", "changed elsewhere")  # another operator, through the CLI
     page = client.get("/").get_data(as_text=True)
     assert "paused: changed elsewhere" in page
+    admin.resume("stored-report")
+    resumed = next_slot_of(client.get("/").get_data(as_text=True), "stored-report")
+    assert resumed >= later
+    admin.update("stored-report", schedule=hashcron("H H * * *"))  # a new definition
+    page = client.get("/").get_data(as_text=True)
+    assert f"<code>{parse('H H * * *', key='stored-report')}</code>" in page
+
+
+def test_a_pause_keeps_the_plan_and_a_changed_definition_builds_it_again(
+    console: ConsoleApp, admin: ScheduleAdmin, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    built = []
+    plan = console.admin.plan
+    monkeypatch.setattr(console.admin, "plan", lambda: built.append(1) or plan())
+    client = Client(console)
+    client.get("/")
+    admin.pause("nightly", "kept")
+    assert "paused: kept" in client.get("/").get_data(as_text=True)
+    assert len(built) == 1
+    admin.update("stored-report", schedule=hashcron("H H * * *"))
+    client.get("/")
+    assert len(built) == 2
