@@ -7,7 +7,8 @@ of rows, after reading every entry and planning its next slot), a search by name
 filter, the table alone (what the page's self-refresh fetches) and one entry's page (its history
 and spread). "cold" is the first request, which builds the plan the later ones keep while the
 store's entries do not change (web/console.py's PlanCache); the others are medians of ``--runs``
-requests each, after one warm-up request.
+requests each, after one warm-up request; "paused" is the entries page just after an entry was
+paused (through ScheduleAdmin), which plans that entry again and keeps the rest.
 
     python benchmarks/web.py [--sizes 1000,10000] [--runs 5]
 """
@@ -100,6 +101,11 @@ def main() -> None:
                 fetch(base, path)
                 times = [fetch(base, path) for _ in range(options.runs)]
                 rows.append((size, label, statistics.median(times), max(times)))
+            after = []
+            for run in range(options.runs):
+                console.admin.pause(f"tenant-{run * 10 + 1}-sync", "benchmark")
+                after.append(fetch(base, "/"))
+            rows.append((size, "entries page, paused", statistics.median(after), max(after)))
             server.close()
             console.admin.close()
     print(f"{'entries':>8}  {'request':<22} {'median s':>9} {'max s':>7}")
