@@ -36,9 +36,9 @@ HISTORY = 100
 #: The states the entries page filters by.
 STATES = ("active", "paused", "unreadable", "done")
 
-#: A kept plan is rebuilt after this long even if nothing changed (seconds): the census of
-#: live workers a fanned-out entry follows is read again, and the page never drifts for long.
-PLAN_AGE_S = 60.0
+#: A kept plan is built again after this long even if nothing it follows changed (seconds): a
+#: safety net, since the plan depends only on the definitions and the census, which it follows.
+PLAN_AGE_S = 900.0
 
 
 @dataclass(frozen=True)
