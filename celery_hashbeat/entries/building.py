@@ -184,7 +184,7 @@ def build_entry(
 
 def calendar_of(definition: Mapping[str, Any], given: Any) -> tuple[tuple[str, ...], str] | None:
     """The entry's exclude list (its schedule's and its own ``exclude`` key's, in that order)
-    and ``on_excluded`` mode; None when it excludes nothing (docs/design.md §18)."""
+    and ``on_excluded`` mode; None when it excludes nothing (docs/design.md §19)."""
     own = definition.get("exclude")
     specs = (*getattr(given, "exclude", ()), *excluded_days(own))
     if not specs:
@@ -235,7 +235,7 @@ def first_slot(source: Slots, now: int) -> None:
     """Check that ``source`` can say its first slot. A Celery schedule that fails for another
     reason than having ended or being too slow (a database it reads is not up yet) is kept:
     the scheduler asks it again every ``beat_max_loop_interval``, as Celery's own does. A
-    one-shot whose instant has passed is kept too: its fence says whether it ran (§19)."""
+    one-shot whose instant has passed is kept too: its fence says whether it ran (§20)."""
     if isinstance(source, OnceSlots):
         return
     try:
