@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from celery_hashbeat.cli.admin import add, pause, remove, resume, trigger, update
+from celery_hashbeat.cli.audit import audit
 from celery_hashbeat.cli.entries import entries
 from celery_hashbeat.cli.explain import explain
 from celery_hashbeat.cli.lint import lint
@@ -31,6 +32,7 @@ def main() -> None:
 
 for command in (
     add,
+    audit,
     entries,
     explain,
     lint,

@@ -16,6 +16,8 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
+from celery_hashbeat.control.audit import Change, as_data, trail, who_am_i
+from celery_hashbeat.control.audit import record as write_change
 from celery_hashbeat.control.definitions import (
     STORED_KEYS,
     DefinitionError,
@@ -27,13 +29,14 @@ from celery_hashbeat.control.definitions import (
     encode_pause,
     encode_trigger,
 )
-from celery_hashbeat.control.views import EntryView, entry_views, pause_of
+from celery_hashbeat.control.views import EntryView, entry_views, pause_of, stored_data
 from celery_hashbeat.entries.catalog import Catalog
 from celery_hashbeat.entries.errors import EntryError
 from celery_hashbeat.errors import HashbeatError
 from celery_hashbeat.settings import Settings
 from celery_hashbeat.store import StoreConfigError, StoreError, StoreReadOnly, open_store
 from celery_hashbeat.store.controls import DEFINITION, PAUSE
+from celery_hashbeat.store.operations import AUDIT_KEEP
 from celery_hashbeat.store.options import mask_url
 
 if TYPE_CHECKING:
@@ -158,8 +161,11 @@ class ScheduleAdmin:
     is an AdminError or one of its subclasses (UnknownEntryError, StoreProblemError,
     ConflictError, RunInProgressError)."""
 
-    def __init__(self, app: Celery, store: Store | None = None) -> None:
+    def __init__(self, app: Celery, store: Store | None = None, who: str | None = None) -> None:
+        """``who`` names the user on whose behalf the changes are made (the console's Django
+        user), for the audit trail, beside the process's OS user and host."""
         self.app = app
+        self.who = who
         try:
             self.settings = Settings.from_conf(app.conf, warn=False)
         except Exception as exc:  # ImproperlyConfigured, worded for the setting at fault
@@ -198,6 +204,7 @@ class ScheduleAdmin:
         options: dict[str, Any] | None = None,
         *,
         allow_unregistered_task: bool = False,
+        reason: str = "",
         **more: Any,
     ) -> None:
         """Add a store entry; it fires at its first slot after now. ``more`` takes the other
@@ -216,6 +223,7 @@ class ScheduleAdmin:
             raise AdminError(
                 f"entry {name!r} is in the store already: change it with update, or remove it first"
             )
+        self._audit("add", name, None, stored_data(name, text), reason)
 
     @admin_errors
     def update(
@@ -224,6 +232,7 @@ class ScheduleAdmin:
         *,
         allow_unregistered_task: bool = False,
         revision: int | None = None,
+        reason: str = "",
         **changes: Any,
     ) -> None:
         """Change some fields of a store entry (None removes an optional one); applied from
@@ -251,13 +260,16 @@ class ScheduleAdmin:
         )
         if self.store.swap_definition(name, stored, text) is None:
             raise ConflictError(self._conflict(name, "it was changed or removed meanwhile"))
+        self._audit("update", name, stored_data(name, stored), stored_data(name, text), reason)
 
     @admin_errors
-    def remove(self, name: str) -> None:
+    def remove(self, name: str, reason: str = "") -> None:
         """Remove a store entry (and its pause); its slots stop, its history stays."""
         self._not_configured(name, "remove")
+        before = self.store.controls_of(name)[0]
         if self.store.edit(name, {DEFINITION: None, PAUSE: None}, require=True) is None:
             raise UnknownEntryError(f"no store entry {name!r}: `hashbeat entries` lists them")
+        self._audit("remove", name, before and stored_data(name, before), None, reason)
 
     # Any entry --------------------------------------------------------------------------------
 
@@ -267,24 +279,28 @@ class ScheduleAdmin:
         self._existing(name)
         if not isinstance(reason, str):
             raise AdminError(f"entry {name!r}: the reason must be text, not {reason!r}")
+        before = self.store.controls_of(name)[1]
         record = encode_pause(Pause(True, reason, self._now_ms()))
         self.store.edit(name, {PAUSE: record})
+        self._audit("pause", name, as_data(before), as_data(record), reason)
 
     @admin_errors
-    def resume(self, name: str, catch_up: bool = False) -> bool:
+    def resume(self, name: str, catch_up: bool = False, reason: str = "") -> bool:
         """Send the entry's slots again: from now on, or, with ``catch_up``, from its last sent
         slot, as its catch-up policy says (a long pause with catch_up="all" sends a burst).
         False, with nothing changed, for an entry that is not paused."""
         self._existing(name)
-        pause = pause_of(name, self.store.controls_of(name)[1])
+        before = self.store.controls_of(name)[1]
+        pause = pause_of(name, before)
         if pause is None or not pause.paused:
             return False
         record = None if catch_up else encode_pause(Pause(False, resumed=self._now_ms()))
         self.store.edit(name, {PAUSE: record})
+        self._audit("resume", name, as_data(before), as_data(record), reason, catch_up=catch_up)
         return True
 
     @admin_errors
-    def trigger(self, name: str, force: bool = False) -> Triggered:
+    def trigger(self, name: str, force: bool = False, reason: str = "") -> Triggered:
         """Ask for one run now, with a task id of its own; returns that id (a Triggered, which
         says what becomes of it). The leader sends it within a second (or when a beat leads
         again), once, as the entry's ``overlap`` says (docs/design.md §12); the entry's slots do
@@ -309,7 +325,9 @@ class ScheduleAdmin:
                 f"anyway with --force (force=True)"
             )
         task_id = str(uuid.uuid4())
-        self.store.ask(encode_trigger(Trigger(name, task_id, asked, force)))
+        request = encode_trigger(Trigger(name, task_id, asked, force))
+        self.store.ask(request)
+        self._audit("trigger", name, None, as_data(request), reason, task_id=task_id, force=force)
         return Triggered(task_id, name, overlap, running, force)
 
     @admin_errors
@@ -328,7 +346,19 @@ class ScheduleAdmin:
         configured = self._configured()
         return entry_views(self.app, self.settings, configured, self.store, self._now_ms(), wanted)
 
+    @admin_errors
+    def audit(self, name: str | None = None, limit: int = AUDIT_KEEP) -> builtins.list[Change]:
+        """The audit trail, newest first: every operator change, or entry ``name``'s."""
+        return trail(self.store, name, limit)
+
     # Helpers ----------------------------------------------------------------------------------
+
+    def _audit(
+        self, action: str, name: str, before: Any, after: Any, reason: str, **details: Any
+    ) -> None:
+        """Record a change that landed in the audit trail (control/audit.py)."""
+        who = who_am_i(self.who, self.settings.store_url)
+        write_change(self.store, Change(action, name, who, before, after, reason, details=details))
 
     def _configured(self) -> dict[str, Any]:
         """beat_schedule as beat sees it: with the entries the app's task modules add
