@@ -37,6 +37,7 @@ def test_the_trail_of_one_entry_leaves_the_others_out(app: Celery, admin: Schedu
 
 
 def test_the_store_user_is_the_one_the_store_url_names() -> None:
-    assert who_am_i(None, "redis://ops-admin:secret@redis.internal:6379/0").store_user == "ops-admin"
+    url = "redis://ops-admin:secret@redis.internal:6379/0"
+    assert who_am_i(None, url).store_user == "ops-admin"
     assert who_am_i(None, "redis://redis.internal:6379/0").store_user == ""
     assert who_am_i("bob", "sqlite:///beat.sqlite").user == "bob"
