@@ -42,6 +42,7 @@ from celery_hashbeat.beat.standaside import StandAside
 from celery_hashbeat.beat.stopping import GRACE, StopRequests
 from celery_hashbeat.beat.storecalls import StoreCalls
 from celery_hashbeat.beat.triggers import Triggers
+from celery_hashbeat.control import running
 from celery_hashbeat.control.polling import ControlState
 from celery_hashbeat.entries.catalog import Catalog
 from celery_hashbeat.entries.entry import Entry
@@ -191,6 +192,7 @@ class Scheduler(beat.Scheduler):
             self.merge_inplace(self.app.conf.beat_schedule)
             self.install_default_entries(self.entries)
             self.leadership.lease.schedule_digest = self._catalog.digest()
+            self.leadership.lease.schedule_text = running.described(self._catalog.configured)
             warn_unreachable_leases(self.entries.values(), self.settings.store_url)
             warn_differences(self.entries.values(), self.settings)
             warn_inert_settings(self.app.conf)

@@ -59,6 +59,10 @@ class Lease:
         self.held_until = 0.0
         #: A digest of this beat's schedule, shown to the other beats through the heartbeat.
         self.schedule_digest = ""
+        #: What this beat runs, written for ``hashbeat plan`` under the digest
+        #: (control/running.py); recorded once per digest, at the first heartbeat that has it.
+        self.schedule_text = ""
+        self._recorded_digest = ""
         self._warned_digest: str | None = None
         #: Told whether the store answers and who leads; its outbox rides on each renewal.
         self.watch: Watch | None = None
@@ -120,6 +124,10 @@ class Lease:
         if role == LEADER or now >= self._heartbeat_due:
             calls.call(calls.store.heartbeat, self.token, role, self.ttl_ms, self.schedule_digest)
             self._heartbeat_due = now + self.renew_interval
+            digest = self.schedule_digest
+            if self.schedule_text and digest and digest != self._recorded_digest:
+                calls.call(calls.store.record_schedule, digest, self.schedule_text)
+                self._recorded_digest = digest
 
     def _became(self, role: str, calls: StoreCalls, what: str) -> None:
         if role == self._role:

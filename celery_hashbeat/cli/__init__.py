@@ -10,6 +10,7 @@ from celery_hashbeat.cli.entries import entries
 from celery_hashbeat.cli.explain import explain
 from celery_hashbeat.cli.lint import lint
 from celery_hashbeat.cli.output import EXIT_CODES_HELP
+from celery_hashbeat.cli.plan import plan
 from celery_hashbeat.cli.schedule import schedule_command
 from celery_hashbeat.cli.show import show
 from celery_hashbeat.cli.spread import spread
@@ -37,6 +38,7 @@ for command in (
     explain,
     lint,
     pause,
+    plan,
     remove,
     resume,
     schedule_command,
