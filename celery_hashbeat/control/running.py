@@ -39,9 +39,13 @@ def as_data(name: str, given: Any) -> dict[str, Any]:
     if mapping is not None:
         definition = {k: v for k, v in mapping.items() if k != "relative" and v is not None}
         try:
-            return {"definition": json.loads(encode(name, definition))}
+            data = json.loads(encode(name, definition))
         except (DefinitionError, TypeError, ValueError):
-            pass
+            return {"opaque": repr(given)}
+        # One form for one definition: no stamp, no empty arguments or options (a decoded
+        # definition has them, the one written in beat_schedule often not).
+        del data["changed"]
+        return {"definition": {k: v for k, v in data.items() if v not in ([], {})}}
     return {"opaque": repr(given)}
 
 
