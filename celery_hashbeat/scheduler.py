@@ -37,6 +37,7 @@ from celery_hashbeat.beat.hooks import SendHooks
 from celery_hashbeat.beat.leadership import Leadership
 from celery_hashbeat.beat.lease import Lease, new_token
 from celery_hashbeat.beat.overlap import warn_unreachable_leases
+from celery_hashbeat.beat.promises import PromiseKeeper
 from celery_hashbeat.beat.parking import Parking
 from celery_hashbeat.beat.standaside import StandAside
 from celery_hashbeat.beat.stopping import GRACE, StopRequests
@@ -160,6 +161,7 @@ class Scheduler(beat.Scheduler):
             watch=watch,
             now_ms=self.now_ms,
         )
+        self._promises = PromiseKeeper(token, calls, catalog, controls, watch)
         self._aside = StandAside(lease, calls, publisher, watch, dispatcher.owed)
         filename = kwargs.get("schedule_filename")
         if filename and filename != CELERY_SCHEDULE_FILE and not kwargs.get("lazy"):
@@ -281,6 +283,7 @@ class Scheduler(beat.Scheduler):
         if lease.leader:
             leadership.take_census()
             leadership.share_balance()
+            self._promises.keep(self.now_ms())
             dispatcher.dispatch_due()  # what a new leader found due
         head = dispatcher.queue.head() if lease.leader else None
         if head is not None:
