@@ -37,8 +37,8 @@ from celery_hashbeat.beat.hooks import SendHooks
 from celery_hashbeat.beat.leadership import Leadership
 from celery_hashbeat.beat.lease import Lease, new_token
 from celery_hashbeat.beat.overlap import warn_unreachable_leases
-from celery_hashbeat.beat.promises import PromiseKeeper
 from celery_hashbeat.beat.parking import Parking
+from celery_hashbeat.beat.promises import PromiseKeeper
 from celery_hashbeat.beat.standaside import StandAside
 from celery_hashbeat.beat.stopping import GRACE, StopRequests
 from celery_hashbeat.beat.storecalls import StoreCalls
