@@ -52,11 +52,11 @@ def promises_of(name: str, definition: Mapping[str, Any]) -> Promises | None:
     for key in ("alert_after_failures", "pause_after_failures"):
         value = definition.get(key)
         if value is not None and (
-            isinstance(value, bool) or not isinstance(value, int) or value < 1
+            isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_FAILURES
         ):
             raise EntryError(
-                f"entry {name!r}: {key!r} must be a whole number of runs, 1 or more (3: after "
-                f"three failures in a row), not {value!r}"
+                f"entry {name!r}: {key!r} must be a whole number of runs from 1 to "
+                f"{MAX_FAILURES} (3: after three failures in a row), not {value!r}"
             )
         counts[key] = value
     promises = Promises(

@@ -152,6 +152,11 @@ app.conf.update(
     hashbeat_catch_up="all",
     beat_schedule=SCHEDULES[os.environ.get("HASHBEAT_WORKERS_SCHEDULE", "overlap")](),
 )
+if os.environ.get("HASHBEAT_WORKERS_HTTP_PORT"):  # the beat's /metrics, per entry
+    app.conf.update(
+        hashbeat_http_port=int(os.environ["HASHBEAT_WORKERS_HTTP_PORT"]),
+        hashbeat_metrics_entry_labels=True,
+    )
 
 #: The record's connection, made per worker process, after the fork.
 _clients: dict[int, redis.Redis[str]] = {}

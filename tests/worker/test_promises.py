@@ -11,7 +11,9 @@ import time
 import pytest
 
 from celery_hashbeat.control.audit import trail
+from tests.observe.beats import Beat
 from tests.support.processes import wait_until
+from tests.support.redis_server import free_port
 from tests.worker.scenario import Scenario
 
 pytestmark = pytest.mark.slow
@@ -34,8 +36,11 @@ def test_an_entry_that_keeps_failing_is_paused_after_its_limit(
 ) -> None:
     scenario = Scenario(tmp_path_factory.mktemp("promises"), "promises")
     try:
+        began_s = time.time()
         scenario.worker(NODE, f"{scenario.prefix}-default", concurrency=2)
-        scenario.beat("beat-1")
+        port = free_port()
+        scenario.env["HASHBEAT_WORKERS_HTTP_PORT"] = str(port)
+        beat = Beat(scenario.beat("beat-1"), port)
         assert wait_until(lambda: paused(scenario, "flaky"), 40, 0.2), scenario.diagnostics()
         pause = paused(scenario, "flaky")
         assert pause is not None
@@ -49,6 +54,12 @@ def test_an_entry_that_keeps_failing_is_paused_after_its_limit(
         assert starts(scenario, "flaky") == settled, scenario.diagnostics()
         assert starts(scenario, "healthy") >= 3
         assert paused(scenario, "healthy") is None
+        samples = beat.metrics()
+        assert samples['hashbeat_entry_consecutive_failures{entry="flaky"}'] >= 3
+        assert samples['hashbeat_entry_consecutive_failures{entry="healthy"}'] == 0
+        success = samples['hashbeat_entry_last_success_timestamp_seconds{entry="healthy"}']
+        assert began_s <= success <= time.time()
+        assert 'hashbeat_entry_last_success_timestamp_seconds{entry="flaky"}' not in samples
         (change,) = trail(scenario.store, "flaky")
         assert change.action == "pause" and change.reason == reason
         assert change.who.user.startswith("leader ")
