@@ -53,6 +53,16 @@ def tally(records: list[Record], floor_ms: int) -> tuple[int, int | None]:
     return failures, success
 
 
+def interval_s(catalog: Catalog, name: str, now_ms: int) -> float | None:
+    """Seconds between entry ``name``'s next two slots after now; None if it cannot say."""
+    try:
+        source = catalog.entries[name].source
+        first = source.next_after(now_ms)
+        return (source.next_after(first) - first) / 1000
+    except Exception:  # no more slots, or a schedule that cannot say now
+        return None
+
+
 class PromiseKeeper:
     """The leader's side of the promises; told each leading tick (``keep``)."""
 
@@ -86,7 +96,9 @@ class PromiseKeeper:
             name: p.max_lateness_ms for name, p in promised.items() if p.max_lateness_ms
         }
         outcomes: dict[str, tuple[int, float | None]] = {}
+        shown: dict[str, tuple[int | None, float | None]] = {}
         for name, promises in promised.items():
+            shown[name] = (promises.alert_after_failures, interval_s(self.catalog, name, now_ms))
             watched = promises.failures_watched
             if watched is None:
                 continue
@@ -101,6 +113,7 @@ class PromiseKeeper:
                 self._pause(name, failures, now_ms)
         if self.watch.metrics is not None:
             self.watch.metrics.set_outcomes(outcomes)
+            self.watch.metrics.set_promises(shown)
 
     def _floor(self, name: str) -> int:
         floors = self.controls.floors

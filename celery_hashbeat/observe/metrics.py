@@ -109,6 +109,19 @@ class Metrics:
             per_entry,
             registry=registry,
         )
+        # What the alert rules compare those with (docs/alerts.yml).
+        self.alert_after = Gauge(
+            "hashbeat_entry_alert_after_failures",
+            "The entry's alert_after_failures: its alert fires at this many failures in a row",
+            per_entry,
+            registry=registry,
+        )
+        self.interval = Gauge(
+            "hashbeat_entry_interval_seconds",
+            "Seconds between the entry's next two slots, for the entries with promises",
+            per_entry,
+            registry=registry,
+        )
         self._was_leader = False
 
     def set_leader(self, leader: bool) -> None:
@@ -144,6 +157,21 @@ class Metrics:
             known = [s for _, s in outcomes.values() if s is not None]
             if known:
                 self.last_success.set(min(known))
+
+    def set_promises(self, promises: Mapping[str, tuple[int | None, float | None]]) -> None:
+        """Entry -> (its alert_after_failures, its interval in seconds), None where unknown;
+        without per-entry labels, the smallest of each (the first alert to fire)."""
+        gauges = (self.alert_after, self.interval)
+        if self.entry_labels:
+            for entry, values in promises.items():
+                for gauge, value in zip(gauges, values, strict=True):
+                    if value is not None:
+                        gauge.labels(entry).set(value)
+            return
+        for index, gauge in enumerate(gauges):
+            known = [float(v) for values in promises.values() if (v := values[index]) is not None]
+            if known:
+                gauge.set(min(known))
 
     def exposition(self) -> bytes:
         """The registry in Prometheus' text format."""
