@@ -10,7 +10,10 @@ the request to the handler it replaced. Between ticks the request goes to that h
 
 A stop is passed on once. From then on, and while the scheduler closes (``shield``), a further
 SIGTERM or SIGINT is only noted: Celery's handler would raise SystemExit in the middle of the lease
-release the first one started, and the lease would be kept for its whole TTL.
+release the first one started, and the lease would be kept for its whole TTL. Once a stop is under
+way and the scheduler has closed, further stop signals are ignored rather than handed back:
+Python restores the default action of the signals it handles as the interpreter exits, and a
+second SIGTERM landing then would kill a process that had stopped cleanly (exit -15, not 0).
 """
 
 from __future__ import annotations
@@ -65,11 +68,13 @@ class StopRequests:
         self._shielded = True
 
     def uninstall(self) -> None:
+        """Give the stop signals back to the handlers they had; if a stop is under way, ignore
+        them instead: the process is leaving, and one more stop has nothing left to do."""
         if threading.current_thread() is not threading.main_thread():
             return
         for signum, handler in self._replaced.items():
             if signal.getsignal(signum) == self._note:
-                signal.signal(signum, handler)
+                signal.signal(signum, signal.SIG_IGN if self.requested else handler)
         self._replaced.clear()
 
     def ticking(self, on: bool) -> None:

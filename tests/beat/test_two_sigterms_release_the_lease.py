@@ -23,10 +23,11 @@ pytestmark = pytest.mark.slow
 APP = "tests.beat.config_app"
 PREFIX = "two-sigterms"
 LEASE = "{" + PREFIX + "}:leader"
-TRIES = 10
-#: Between the two signals: none, or a few milliseconds, so that the second one lands before,
-#: during or after the release the first one started.
-GAPS_S = (0.0, 0.001, 0.002, 0.004, 0.008)
+TRIES = 16
+#: Between the two signals: none, a few milliseconds, or long enough for the second to land
+#: while the process is already leaving, so that it comes before, during or after the release
+#: the first one started.
+GAPS_S = (0.0, 0.001, 0.002, 0.004, 0.008, 0.05, 0.15, 0.3)
 
 
 def test_two_sigterms_back_to_back_release_the_lease_every_time(tmp_path: Path) -> None:
@@ -48,10 +49,11 @@ def test_two_sigterms_back_to_back_release_the_lease_every_time(tmp_path: Path) 
             os.kill(beat.pid, signal.SIGTERM)
             time.sleep(GAPS_S[attempt % len(GAPS_S)])
             os.kill(beat.pid, signal.SIGTERM)
-            assert beat.wait(15) is not None, beat.log_tail()
+            code = beat.wait(15)
+            assert code is not None, beat.log_tail()
             log = beat.log.read_text(errors="replace")
-            if client.get(LEASE) is not None or "released the lease" not in log:
-                kept.append((attempt, client.get(LEASE), beat.log_tail(8)))
+            if client.get(LEASE) is not None or "released the lease" not in log or code != 0:
+                kept.append((attempt, code, client.get(LEASE), beat.log_tail(8)))
                 client.delete(LEASE)
         client.close()
     assert kept == [], kept
