@@ -20,12 +20,14 @@ def ok(done: subprocess.CompletedProcess[str]) -> str:
 
 
 def test_each_change_is_in_the_trail_newest_first_with_who_and_why(run: Run) -> None:
-    ok(run("hashbeat", "add", "nightly", "--task", TASK, "--every", "60", "-A", APP))
+    promises = ["--max-lateness", "30", "--pause-after-failures", "3"]
+    add = ["add", "nightly", "--task", TASK, "--every", "60", *promises, "--reason", "ticket 7"]
+    ok(run("hashbeat", *add, "-A", APP))
     ok(run("hashbeat", "update", "nightly", "--every", "120", "-A", APP))
     ok(run("hashbeat", "pause", "nightly", "--reason", "supplier outage", "-A", APP))
-    ok(run("hashbeat", "resume", "nightly", "-A", APP))
+    ok(run("hashbeat", "resume", "nightly", "--reason", "back", "-A", APP))
     ok(run("hashbeat", "trigger", "nightly", "-A", APP))
-    ok(run("hashbeat", "remove", "nightly", "-A", APP))
+    ok(run("hashbeat", "remove", "nightly", "--reason", "retired", "-A", APP))
     trail = json.loads(ok(run("hashbeat", "audit", "nightly", "--json", "-A", APP)))
     assert [change["action"] for change in trail] == [
         "remove",
@@ -45,6 +47,9 @@ def test_each_change_is_in_the_trail_newest_first_with_who_and_why(run: Run) -> 
     assert pause["reason"] == "supplier outage"
     assert pause["after"]["paused"] is True and pause["before"] is None
     assert add["before"] is None and add["after"]["task"] == TASK
+    assert add["reason"] == "ticket 7"
+    assert (add["after"]["max_lateness"], add["after"]["pause_after_failures"]) == (30, 3)
+    assert (trail[2]["reason"], trail[0]["reason"]) == ("back", "retired")
     assert update["before"]["schedule"] != update["after"]["schedule"]
     assert trail[0]["before"]["task"] == TASK and trail[0]["after"] is None
     table = ok(run("hashbeat", "audit", "-A", APP))
