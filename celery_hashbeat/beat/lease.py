@@ -19,6 +19,8 @@ from celery_hashbeat._outage import Outage
 from celery_hashbeat.store.base import StoreAuthError, StoreError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from celery_hashbeat.beat.storecalls import StoreCalls
     from celery_hashbeat.observe.watch import Watch
     from celery_hashbeat.settings import Settings
@@ -60,8 +62,9 @@ class Lease:
         #: A digest of this beat's schedule, shown to the other beats through the heartbeat.
         self.schedule_digest = ""
         #: What this beat runs, written for ``hashbeat plan`` under the digest
-        #: (control/running.py); recorded once per digest, at the first heartbeat that has it.
-        self.schedule_text = ""
+        #: (control/running.py): made and recorded once per digest, at the first heartbeat
+        #: that has it, not at start; None: nothing to record.
+        self.schedule_text: Callable[[], str | None] | None = None
         self._recorded_digest = ""
         self._warned_digest: str | None = None
         #: Told whether the store answers and who leads; its outbox rides on each renewal.
@@ -125,8 +128,10 @@ class Lease:
             calls.call(calls.store.heartbeat, self.token, role, self.ttl_ms, self.schedule_digest)
             self._heartbeat_due = now + self.renew_interval
             digest = self.schedule_digest
-            if self.schedule_text and digest and digest != self._recorded_digest:
-                calls.call(calls.store.record_schedule, digest, self.schedule_text)
+            if self.schedule_text is not None and digest and digest != self._recorded_digest:
+                text = self.schedule_text()
+                if text is not None:
+                    calls.call(calls.store.record_schedule, digest, text)
                 self._recorded_digest = digest
 
     def _became(self, role: str, calls: StoreCalls, what: str) -> None:

@@ -60,7 +60,8 @@ def plan(app_name: str | None, as_json: bool) -> None:
         if recorded is None:
             raise NothingRunning(
                 f"the beat {beat.token} runs schedule {beat.schedule_digest}, but did not record "
-                f"it in the store: restart the beats with this release so they record it"
+                f"it in the store: restart the beats with this release so they record it (a "
+                f"configuration of more than {running.RECORD_AT_MOST:,} entries is not recorded)"
             )
         definitions = running.read(recorded)
         result = compare(app, settings, definitions, candidate, store, now, beat.schedule_digest)

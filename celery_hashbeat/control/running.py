@@ -14,11 +14,18 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from celery_hashbeat._logs import SCHEDULER
 from celery_hashbeat.control.definitions import DefinitionError, decode, encode
 from celery_hashbeat.entries.building import as_definition
 
+logger = SCHEDULER
+
 #: The version of the recorded form.
 FORM = 1
+
+#: The most definitions a beat records: a larger configuration is not recorded (its JSON would
+#: be megabytes written at every start), and ``hashbeat plan`` says so.
+RECORD_AT_MOST = 10_000
 
 
 class Opaque(str):
@@ -31,6 +38,19 @@ def described(configured: Mapping[str, Any]) -> str:
     for name in sorted(configured):
         entries[name] = as_data(name, configured[name])
     return json.dumps({"form": FORM, "entries": entries}, sort_keys=True)
+
+
+def recorded(configured: Mapping[str, Any]) -> str | None:
+    """What a beat records (``described``), or None past RECORD_AT_MOST definitions."""
+    if len(configured) > RECORD_AT_MOST:
+        logger.info(
+            "beat: %d entries in the configuration, more than %d: the schedule is not recorded "
+            "for hashbeat plan",
+            len(configured),
+            RECORD_AT_MOST,
+        )
+        return None
+    return described(configured)
 
 
 def as_data(name: str, given: Any) -> dict[str, Any]:
