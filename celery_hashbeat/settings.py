@@ -370,6 +370,12 @@ def min_replicas(value: object, url: str) -> int:
             f"hashbeat_store_min_replicas must be a whole number of replicas, 0 or more, not "
             f"{value!r}: write for example hashbeat_store_min_replicas = 1"
         )
+    if value and url.partition("://")[0].lower() in ("postgresql", "postgres", "django"):
+        raise ImproperlyConfigured(
+            f"hashbeat_store_min_replicas = {value} is not supported by the PostgreSQL store: "
+            "synchronous replication is the server's business (synchronous_commit/"
+            "synchronous_standby_names); leave hashbeat_store_min_replicas unset"
+        )
     if value and not url.startswith("redis"):
         raise ImproperlyConfigured(
             f"hashbeat_store_min_replicas = {value} needs a Redis store with replicas, and the "

@@ -88,6 +88,10 @@ def test_store_options_follow_celery_and_redis_py_conventions() -> None:
         ({"hashbeat_store_min_replicas": -1}, "hashbeat_store_min_replicas must be a whole"),
         ({"hashbeat_store_min_replicas": "1"}, "hashbeat_store_min_replicas must be a whole"),
         ({"hashbeat_store_min_replicas": 1}, "min_replicas = 1 needs a Redis store.*sqlite://"),
+        (
+            {"hashbeat_store_min_replicas": 1, "hashbeat_store_url": "postgresql://h/db"},
+            "not supported by the PostgreSQL store: synchronous replication is the server's",
+        ),
     ],
 )
 def test_bad_settings_name_the_setting(conf: dict[str, Any], message: str) -> None:
