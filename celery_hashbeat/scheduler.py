@@ -102,9 +102,13 @@ class Scheduler(beat.Scheduler):
         lease = Lease(settings, token)
         lease.watch = watch
         self.store_calls = calls = StoreCalls(self._gave_up, lease.failed)
-        # The objects below call each other back: a lambda reads its target when called, after
+
+        # The objects below call each other back: each callback reads its target when called, after
         # all of them are made.
-        added = lambda entry, now: self.leadership.added(entry, now)  # noqa: E731, PLW0108
+        def added(entry: Entry, now: int) -> None:
+            self._promises.note(entry)
+            self.leadership.added(entry, now)
+
         self._catalog = catalog = Catalog(app, settings, self.now_ms, added)
         self.entries = catalog.entries
         #: Names of configured entries that could not run: their fences are kept.

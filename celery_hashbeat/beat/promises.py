@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from celery_hashbeat.beat.storecalls import StoreCalls
     from celery_hashbeat.control.polling import ControlState
     from celery_hashbeat.entries.catalog import Catalog
+    from celery_hashbeat.entries.entry import Entry
     from celery_hashbeat.observe.watch import Watch
 
 logger = SCHEDULER
@@ -82,6 +83,16 @@ class PromiseKeeper:
         self.watch = watch
         self.monotonic = monotonic
         self._due = 0.0
+        #: The entries built with promises (``note``), so that a check looks at those only,
+        #: not at every entry of a schedule of 100,000.
+        self._noted: dict[str, Entry] = {}
+
+    def note(self, entry: Entry) -> None:
+        """Told of every entry the catalog builds; keeps those that promise something."""
+        if entry.promises is not None:
+            self._noted[entry.name] = entry
+        else:
+            self._noted.pop(entry.name, None)
 
     def keep(self, now_ms: int) -> None:
         """Every CHECK_S: read the promised entries' outcomes, set the metrics, pause those
@@ -91,7 +102,10 @@ class PromiseKeeper:
         if now < self._due:
             return
         self._due = now + CHECK_S
-        promised = {n: e.promises for n, e in self.catalog.entries.items() if e.promises}
+        entries = self.catalog.entries
+        for name in [n for n, e in self._noted.items() if entries.get(n) is not e]:
+            del self._noted[name]  # taken out, or replaced by an entry without promises
+        promised = {n: e.promises for n, e in self._noted.items() if e.promises is not None}
         self.watch.late_after_ms = {
             name: p.max_lateness_ms for name, p in promised.items() if p.max_lateness_ms
         }
