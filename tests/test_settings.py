@@ -241,3 +241,10 @@ def test_a_configuration_exit_off_the_main_thread_is_logged(
     thread.start()
     thread.join()
     assert [r.getMessage() for r in caplog.records] == [f"celery_hashbeat: {problem}"]
+
+
+def test_the_console_token_is_a_non_empty_string_or_unset() -> None:
+    assert settings_of().web_token is None
+    assert settings_of(hashbeat_web_token="s3cret").web_token == "s3cret"
+    with pytest.raises(ImproperlyConfigured, match="hashbeat_web_token must be a non-empty"):
+        settings_of(hashbeat_web_token="  ")

@@ -1,4 +1,4 @@
-"""The leader keeps the entries' promises (docs/design.md §18): it learns how their runs end
+"""The leader keeps the entries' promises (docs/design.md §19): it learns how their runs end
 from the history the workers write (worker/outcomes.py), counts the failures in a row since the
 last success, sets the promise metrics and pauses an entry whose run of failures reaches its
 ``pause_after_failures``, with a reason that says so (recorded in the audit trail as the leader's

@@ -15,6 +15,7 @@ from celery_hashbeat.cli.schedule import schedule_command
 from celery_hashbeat.cli.show import show
 from celery_hashbeat.cli.spread import spread
 from celery_hashbeat.cli.status import status
+from celery_hashbeat.cli.web import web
 
 HELP = f"""Inspect hash-cron schedules and the celery_hashbeat scheduler.
 
@@ -47,5 +48,6 @@ for command in (
     status,
     trigger,
     update,
+    web,
 ):
     main.add_command(command)

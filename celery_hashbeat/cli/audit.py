@@ -1,5 +1,5 @@
 """``hashbeat audit [NAME]``: who changed what in the schedule, when and why, newest first
-(docs/design.md §18), as the store's audit trail keeps it."""
+(docs/design.md §19), as the store's audit trail keeps it."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """``hashbeat plan``: what deploying the app's beat_schedule would change, before it is deployed
-(docs/design.md §18). Exit 0 when nothing changes, 2 when something does, as
+(docs/design.md §19). Exit 0 when nothing changes, 2 when something does, as
 ``terraform plan -detailed-exitcode``; ``--json`` for CI."""
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ leader holds and the slots it plans (docs/design.md §8).
 from __future__ import annotations
 
 import builtins
+import copy
 import functools
 import time
 import uuid
@@ -29,10 +30,21 @@ from celery_hashbeat.control.definitions import (
     encode_pause,
     encode_trigger,
 )
-from celery_hashbeat.control.views import EntryView, entry_views, pause_of, stored_data
+from celery_hashbeat.control.views import (
+    NEXT_SLOTS,
+    RECENT,
+    EntryView,
+    Planned,
+    entry_views,
+    pause_of,
+    plan_schedule,
+    recent_outcomes,
+    stored_data,
+)
 from celery_hashbeat.entries.catalog import Catalog
 from celery_hashbeat.entries.errors import EntryError
 from celery_hashbeat.errors import HashbeatError
+from celery_hashbeat.observe.history import Record
 from celery_hashbeat.settings import Settings
 from celery_hashbeat.store import StoreConfigError, StoreError, StoreReadOnly, open_store
 from celery_hashbeat.store.controls import DEFINITION, PAUSE
@@ -40,6 +52,8 @@ from celery_hashbeat.store.operations import AUDIT_KEEP
 from celery_hashbeat.store.options import mask_url
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from celery import Celery
 
     from celery_hashbeat.store import Store
@@ -174,6 +188,13 @@ class ScheduleAdmin:
         self._finalized = False
         #: Wall-clock seconds since the epoch, as the beats' (changes are stamped with it).
         self.clock: Callable[[], float] = time.time
+
+    def on_behalf_of(self, who: str | None) -> ScheduleAdmin:
+        """This admin, on the same store, recording its changes as made for ``who`` (a console
+        shares one admin among its users, and names each request's)."""
+        acting = copy.copy(self)
+        acting.who = who
+        return acting
 
     @property
     def store(self) -> Store:
@@ -339,12 +360,42 @@ class ScheduleAdmin:
         return views[0]
 
     @admin_errors
-    def list(self) -> builtins.list[EntryView]:
-        return self._views(None)
+    def list(
+        self,
+        *,
+        names: Sequence[str] | None = None,
+        recent: int = RECENT,
+        slots: int = NEXT_SLOTS,
+        planned: Planned | None = None,
+    ) -> builtins.list[EntryView]:
+        """Every entry (or those of ``names`` that exist), with up to ``slots`` next slots and
+        ``recent`` outcomes each (0: none, which saves a store call per entry), planned by
+        ``planned`` when the caller has the plan already (``plan``), else planned now."""
+        return self._views(None if names is None else builtins.list(names), recent, slots, planned)
 
-    def _views(self, wanted: builtins.list[str] | None) -> builtins.list[EntryView]:
-        configured = self._configured()
-        return entry_views(self.app, self.settings, configured, self.store, self._now_ms(), wanted)
+    @admin_errors
+    def plan(self) -> Planned:
+        """The schedule as a leader holds it now: ``plan_schedule`` on this app and store."""
+        return plan_schedule(
+            self.app, self.settings, self._configured(), self.store, self._now_ms()
+        )
+
+    def _views(
+        self,
+        wanted: builtins.list[str] | None,
+        recent: int = RECENT,
+        count: int = NEXT_SLOTS,
+        planned: Planned | None = None,
+    ) -> builtins.list[EntryView]:
+        now = self._now_ms()
+        if planned is None:
+            planned = plan_schedule(self.app, self.settings, self._configured(), self.store, now)
+        return entry_views(planned, self.store, now, wanted, recent, count)
+
+    def recent(self, name: str, count: int = RECENT) -> builtins.list[Record]:
+        """The entry's newest ``count`` outcomes, newest first by when each happened (records
+        that do not read back are left out)."""
+        return recent_outcomes(self.store, name, count)
 
     @admin_errors
     def audit(self, name: str | None = None, limit: int = AUDIT_KEEP) -> builtins.list[Change]:

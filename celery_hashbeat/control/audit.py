@@ -1,4 +1,4 @@
-"""The audit trail: who changed what in the schedule, when, and why (docs/design.md §18).
+"""The audit trail: who changed what in the schedule, when, and why (docs/design.md §19).
 
 Every operator change made through ``ScheduleAdmin`` (add, update, remove, pause, resume,
 trigger, backfill; the ``hashbeat`` commands and the web console go through it) is recorded in

@@ -1,4 +1,4 @@
-"""What deploying a candidate ``beat_schedule`` changes (``hashbeat plan``, docs/design.md §18).
+"""What deploying a candidate ``beat_schedule`` changes (``hashbeat plan``, docs/design.md §19).
 
 Both sides are built by the beats' own catalog (``plan_schedule``, entries/catalog.py) over the
 same store entries, fences, floors, pauses and census: the *running* side from the definitions

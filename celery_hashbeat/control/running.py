@@ -1,4 +1,4 @@
-"""What a beat runs, written down for ``hashbeat plan`` (docs/design.md §18).
+"""What a beat runs, written down for ``hashbeat plan`` (docs/design.md §19).
 
 Each beat records in the store, under the schedule digest its heartbeat carries, the
 configuration's definitions it runs (beat_schedule and Celery's own entries), as data: each the

@@ -114,16 +114,16 @@ def plan_schedule(
 
 
 def entry_views(
-    app: Celery,
-    settings: Settings,
-    configured_schedule: Mapping[str, Any],
+    planned: Planned,
     store: Store,
     now: int,
     wanted: list[str] | None,
+    recent: int = RECENT,
+    count: int = NEXT_SLOTS,
 ) -> list[EntryView]:
     """The entries ``wanted`` (every one with None) as ``ScheduleAdmin.get``/``list`` show
-    them: definition, pause, the next slots the leader plans, the recent outcomes."""
-    planned = plan_schedule(app, settings, configured_schedule, store, now)
+    them, from the schedule ``planned``: definition, pause, up to ``count`` next slots the
+    leader plans and ``recent`` outcomes (0: none, which saves a store call per entry)."""
     configured = planned.catalog.configured  # Celery's own entries too
     records = store.changes(0).records
     names = sorted({*configured, *(n for n, (d, _) in records.items() if d is not None)})
@@ -143,7 +143,7 @@ def entry_views(
         slots = [
             slot
             for planned_name in planning[name]
-            for slot in planned.next_slots(planned_name, fences.get(planned_name), now, NEXT_SLOTS)
+            for slot in planned.next_slots(planned_name, fences.get(planned_name), now, count)
         ]
         views.append(
             EntryView(
@@ -151,12 +151,18 @@ def entry_views(
                 source,
                 definition,
                 pause_of(name, pause_text),
-                sorted(slots)[:NEXT_SLOTS],
-                newest_first(store.history(name))[:RECENT],
+                sorted(slots)[:count],
+                recent_outcomes(store, name, recent) if recent else [],
                 revision,
             )
         )
     return views
+
+
+def recent_outcomes(store: Store, name: str, count: int = RECENT) -> list[Record]:
+    """Entry ``name``'s newest ``count`` outcomes, newest first by when each happened (records
+    that do not read back are left out)."""
+    return newest_first(store.history(name))[:count]
 
 
 def config_data(name: str, given: Any) -> dict[str, Any]:

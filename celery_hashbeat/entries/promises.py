@@ -1,4 +1,4 @@
-"""What an entry promises its operators (docs/design.md §18): ``max_lateness`` (seconds: a send
+"""What an entry promises its operators (docs/design.md §19): ``max_lateness`` (seconds: a send
 later than this after its slot counts as late), ``alert_after_failures`` (n: the run of failures
 at which its alert fires) and ``pause_after_failures`` (n: the run of failures at which the
 leader pauses it). Read from a definition, the same keys in beat_schedule and in a stored entry;

@@ -88,7 +88,7 @@ class Metrics:
             "Seconds since the tick loop last turned (what /livez judges)",
             registry=registry,
         )
-        # The promises of entries that make them (docs/design.md §18). Without per-entry
+        # The promises of entries that make them (docs/design.md §19). Without per-entry
         # labels each gauge shows the entry doing worst: the oldest last success, the longest
         # run of failures, so that one alert rule still fires for any entry.
         self.last_success = Gauge(

@@ -1,4 +1,4 @@
-"""What the store keeps for operators beside the controls (docs/design.md §18): the audit trail
+"""What the store keeps for operators beside the controls (docs/design.md §19): the audit trail
 of their changes and the schedules the beats run, by digest.
 
 Both are opaque text to the store (JSON written and read by ``celery_hashbeat.control.audit``

@@ -1,4 +1,4 @@
-"""``hashbeat audit`` (docs/design.md §18) in real processes: every operator change made by the
+"""``hashbeat audit`` (docs/design.md §19) in real processes: every operator change made by the
 commands lands in the store's trail, newest first, with who made it and why."""
 
 from __future__ import annotations

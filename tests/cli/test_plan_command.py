@@ -1,4 +1,4 @@
-"""``hashbeat plan`` (docs/design.md §18) against a real ``celery beat``: the beat records what it
+"""``hashbeat plan`` (docs/design.md §19) against a real ``celery beat``: the beat records what it
 runs, and the plan of another release of the app says what deploying it changes, with exit code
 2, or 0 for the release the beat runs."""
 

@@ -1,4 +1,4 @@
-"""The audit trail (docs/design.md §18) through ScheduleAdmin: the user a caller names (the
+"""The audit trail (docs/design.md §19) through ScheduleAdmin: the user a caller names (the
 console's Django user) and the store's user are recorded beside the process's own."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The alert rules the docs ship (docs/alerts.yml, docs/design.md §18) are valid Prometheus rules
+"""The alert rules the docs ship (docs/alerts.yml, docs/design.md §19) are valid Prometheus rules
 and fire when they should: ``promtool check rules`` and ``promtool test rules`` on
 tests/docs/alerts_test.yml. promtool comes with Debian's ``prometheus`` package (.ci/run
 installs it); without it these tests are skipped, saying so."""

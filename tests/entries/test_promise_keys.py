@@ -1,4 +1,4 @@
-"""An entry's promises (docs/design.md §18) as beat_schedule and stored entries give them: read
+"""An entry's promises (docs/design.md §19) as beat_schedule and stored entries give them: read
 onto the entry, kept when an entry is handed back as a definition, refused by name when wrong."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The promise metrics (docs/design.md §18): a send later than the entry's max_lateness counts as
+"""The promise metrics (docs/design.md §19): a send later than the entry's max_lateness counts as
 late; without per-entry labels the gauges show the entry doing worst."""
 
 from __future__ import annotations

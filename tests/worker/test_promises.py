@@ -1,4 +1,4 @@
-"""Promises per entry (docs/design.md §18) with a real worker and beat: the leader learns from
+"""Promises per entry (docs/design.md §19) with a real worker and beat: the leader learns from
 the workers' history that a task fails run after run and pauses its entry after its
 ``pause_after_failures``, with a reason that says why, recorded in the audit trail; an entry
 whose runs succeed is left alone."""
