@@ -1,7 +1,9 @@
 """Beat tick benchmark: celery_hashbeat's Scheduler beside celery.beat.Scheduler and RedBeat.
 
 The same entries run on the same simulated clock in one process; the broker publish is stubbed (a
-counter) and Redis is real (our store, RedBeat's schedule). For each size N it measures:
+counter) and Redis is real (our store, RedBeat's schedule). celery_hashbeat also runs on a real
+PostgreSQL store (a private server started for the run, or ``--postgres-url``; the row is left out
+with the reason where none can be started). For each size N it measures:
 
 - startup: construction plus the first tick (load the schedule, take the lease, fill the heap);
 - idle tick: one tick when nothing is due;
@@ -16,6 +18,7 @@ bars for celery_hashbeat at N = 100,000: startup 2 s, idle tick 100 us, 50 us pe
 
     python benchmarks/beat_tick.py [--sizes 100,1000,10000,100000] [--budget 10] [--redis-url URL]
                                    [--metrics] [--only-hashbeat] [--kinds crontab,hashcron,balanced]
+                                   [--postgres-url URL | --no-postgres]
 
 A million entries: ``--sizes 1000000 --only-hashbeat --kinds hashcron``.
 
@@ -50,6 +53,9 @@ from celery_hashbeat import Scheduler, hashcron
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from celery_hashbeat.store.postgres.schema import KINDS as PG_TABLES  # noqa: E402
+from celery_hashbeat.store.postgres.schema import quote  # noqa: E402
+from tests.support.postgres import PostgresServer, missing_reason  # noqa: E402
 from tests.support.redis_server import RedisProcess  # noqa: E402
 
 T0 = 1_893_456_000.0  # 2030-01-01T00:00:00Z, a whole minute
@@ -78,6 +84,7 @@ class Peer:
     cap: int  # the largest N actually run; larger ones are extrapolated
     idle_grows: bool  # idle tick is O(N)
     dispatch_grows: bool  # each dispatch is O(N)
+    store: str = "redis"  # celery_hashbeat's store: "redis" or "postgres"
 
 
 @dataclass
@@ -130,14 +137,14 @@ HTTP_PORT: int | None = None
 
 
 def make_app(
-    redis_url: str, prefix: str, clock: Clock, schedule: Callable[[], Any], n: int
+    redis_url: str, prefix: str, clock: Clock, schedule: Callable[[], Any], n: int, store_url: str
 ) -> Celery:
     app = Celery(f"bench-{prefix}", set_as_current=False, broker="memory://")
     app.conf.update(
         timezone="UTC",
         result_expires=None,
         beat_max_loop_interval=300,
-        hashbeat_store_url=redis_url,
+        hashbeat_store_url=store_url,
         hashbeat_key_prefix=prefix,
         hashbeat_http_port=HTTP_PORT,
         redbeat_redis_url=redis_url,
@@ -175,15 +182,16 @@ def idle_tick(scheduler: Any, clock: Clock, budget: float) -> float:
     return (time.perf_counter() - started) / count * 1e6
 
 
-def measure(peer: Peer, n: int, kind: Kind, redis_url: str, budget: float) -> dict[str, Any]:
+def measure(peer: Peer, n: int, kind: Kind, urls: dict[str, str], budget: float) -> dict[str, Any]:
     """One scheduler at one size; the cells it could not run fully are extrapolated."""
     run_n = min(n, peer.cap)
     scale = n / run_n
     prefix = f"bench-{uuid.uuid4().hex[:10]}"
     result: dict[str, Any] = {"estimated": set()}
+    redis_url, store_url = urls["redis"], urls[peer.store]
     try:
         clock = Clock()
-        app = make_app(redis_url, prefix, clock, kind.schedule, run_n)
+        app = make_app(redis_url, prefix, clock, kind.schedule, run_n, store_url)
         gc.collect()
         started = time.perf_counter()
         scheduler = peer.build(app, clock)
@@ -203,7 +211,7 @@ def measure(peer: Peer, n: int, kind: Kind, redis_url: str, budget: float) -> di
         del scheduler
 
         clock = Clock()
-        app = make_app(redis_url, f"{prefix}-m", clock, kind.schedule, run_n)
+        app = make_app(redis_url, f"{prefix}-m", clock, kind.schedule, run_n, store_url)
         gc.collect()
         tracemalloc.start()
         scheduler = peer.build(app, clock)
@@ -216,7 +224,19 @@ def measure(peer: Peer, n: int, kind: Kind, redis_url: str, budget: float) -> di
         for key in client.scan_iter(match=f"*{prefix}*", count=10_000):
             client.delete(key)
         client.close()
+        if peer.store == "postgres":
+            drop_tables(store_url, [prefix, f"{prefix}-m"])
     return result
+
+
+def drop_tables(url: str, prefixes: list[str]) -> None:
+    """The PostgreSQL store's tables of ``prefixes`` (docs/settings.md: one set per prefix)."""
+    import psycopg  # noqa: PLC0415 - only with a PostgreSQL row
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        for prefix in prefixes:
+            for table in PG_TABLES:
+                conn.execute(f"DROP TABLE IF EXISTS {quote(f'{prefix}_{table}')}")  # type: ignore[arg-type]
 
 
 def cell(result: dict[str, Any], name: str, fmt: str) -> str:
@@ -234,6 +254,12 @@ def main() -> None:
         default=os.environ.get("HASHBEAT_TEST_REDIS_URL"),
         help="a Redis to use; by default a private redis-server is started (and stopped)",
     )
+    parser.add_argument(
+        "--postgres-url",
+        help="a PostgreSQL database for the PostgreSQL row; by default a private server is "
+        "started (and stopped), or the row is left out if none can be",
+    )
+    parser.add_argument("--no-postgres", action="store_true", help="leave out the PostgreSQL row")
     parser.add_argument(
         "--metrics", action="store_true", help="celery_hashbeat with /metrics served and updated"
     )
@@ -253,11 +279,21 @@ def main() -> None:
     if args.redis_url is None:
         private = RedisProcess().start()
         args.redis_url = private.url
+    postgres = None
+    if args.postgres_url is None and not args.no_postgres:
+        reason = missing_reason()
+        if reason is None:
+            postgres = PostgresServer()
+            args.postgres_url = postgres.url(postgres.create_database())
+        else:
+            print(f"no PostgreSQL row: {reason}")
     try:
         run(args)
     finally:
         if private is not None:
             private.stop()
+        if postgres is not None:
+            postgres.close()
 
 
 def run(args: argparse.Namespace) -> None:
@@ -276,6 +312,11 @@ def run(args: argparse.Namespace) -> None:
             BALANCED,
         ),
         (
+            "celery_hashbeat (hashcron, PostgreSQL)",
+            Peer("hashbeat", build_hashbeat, big, False, False, store="postgres"),
+            HASHCRON,
+        ),
+        (
             "celery.beat.Scheduler",
             Peer("celery", lambda app, _: CeleryBench(app), big, True, True),
             CRONTAB,
@@ -289,11 +330,14 @@ def run(args: argparse.Namespace) -> None:
     if args.only_hashbeat:
         peers = [peer for peer in peers if peer[0].startswith("celery_hashbeat")]
     kinds = {f"celery_hashbeat ({kind})" for kind in args.kinds.split(",")}
+    if args.postgres_url is not None:
+        kinds.add("celery_hashbeat (hashcron, PostgreSQL)")
     peers = [
         peer for peer in peers if not peer[0].startswith("celery_hashbeat") or peer[0] in kinds
     ]
+    urls = {"redis": args.redis_url, "postgres": args.postgres_url or ""}
     header = (
-        f"{'scheduler':<28}{'N':>8}{'startup s':>12}{'idle tick us':>14}"
+        f"{'scheduler':<40}{'N':>8}{'startup s':>12}{'idle tick us':>14}"
         f"{'per due us':>12}{'drain 1 min s':>15}{'mem B/entry':>13}"
     )
     print(header)
@@ -301,11 +345,11 @@ def run(args: argparse.Namespace) -> None:
     ours: dict[str, Any] = {}
     for n in (int(size) for size in args.sizes.split(",")):
         for label, peer, kind in peers:
-            result = measure(peer, n, kind, args.redis_url, args.budget)
+            result = measure(peer, n, kind, urls, args.budget)
             if label.startswith("celery_hashbeat") and n == 100_000:
                 ours[label] = result
             print(
-                f"{label:<28}{n:>8}{cell(result, 'startup', '.3f'):>12}"
+                f"{label:<40}{n:>8}{cell(result, 'startup', '.3f'):>12}"
                 f"{cell(result, 'idle', '.1f'):>14}{cell(result, 'per_entry', '.1f'):>12}"
                 f"{cell(result, 'drain', '.2f'):>15}{cell(result, 'memory', '.0f'):>13}",
                 flush=True,
@@ -313,7 +357,7 @@ def run(args: argparse.Namespace) -> None:
     print(
         "\n~ extrapolated: celery.beat.Scheduler's drain is cut at the time budget and scaled "
         "(each dispatch is O(N));\n  RedBeat runs at most --redbeat-cap entries and is scaled "
-        "linearly. Publishing is stubbed everywhere; Redis is real."
+        "linearly. Publishing is stubbed everywhere; Redis and PostgreSQL are real."
     )
     for label, result in ours.items():
         verdicts = ", ".join(

@@ -2,9 +2,10 @@
 
     python benchmarks/failover.py [--ttl 3] [--reps 7] [--entries 10000] [--window 30]
 
-Everything is real: a private redis-server (store and broker, or broker only for the SQLite
-store), beat subprocesses running ``tests/chaos/app.py``, and a kombu consumer recording every
-message. docs/design.md §7's bars:
+Everything is real: a private redis-server (store and broker, or broker only for the SQLite and
+PostgreSQL stores; PostgreSQL is a private server too, ``tests/support/postgres.py``), beat
+subprocesses running ``tests/chaos/app.py``, and a kombu consumer recording every message.
+docs/design.md §7's bars:
 
 - failover: SIGKILL of the leader -> a standby enqueues within lease TTL + 1 s; clean stop
   (SIGTERM) -> within 1 s. Measured from the signal to (a) the store naming a new leader (polled
@@ -38,10 +39,11 @@ sys.path.insert(0, str(ROOT))
 from tests.chaos.app import app, tick  # noqa: E402
 from tests.chaos.harness import Cluster, Takeover  # noqa: E402
 from tests.support.broker import iso_to_ms  # noqa: E402
+from tests.support.postgres import PostgresServer, missing_reason  # noqa: E402
 from tests.support.processes import ProcessGroup  # noqa: E402
 from tests.support.redis_server import RedisProcess, redis_server_binary  # noqa: E402
 
-STORES = ("redis", "sqlite")
+STORES = ("redis", "sqlite", "postgres")
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -70,8 +72,13 @@ def failover(store: str, ttl: float, reps: int, workdir: Path) -> tuple[list[Tak
     """``reps`` SIGKILLs then ``reps`` SIGTERMs of the leader among 3 beats, each dead beat
     replaced; the takeovers and what the judge found in the record."""
     takeovers: list[Takeover] = []
+    postgres = PostgresServer() if store == "postgres" else None
     with RedisProcess() as server, ProcessGroup(workdir) as processes:
-        store_url = server.url if store == "redis" else f"sqlite:///{workdir}/store.sqlite"
+        store_url = {
+            "redis": server.url,
+            "sqlite": f"sqlite:///{workdir}/store.sqlite",
+            "postgres": "" if postgres is None else postgres.url(postgres.create_database()),
+        }[store]
         cluster = Cluster(
             processes,
             broker_url=server.url,
@@ -99,6 +106,8 @@ def failover(store: str, ttl: float, reps: int, workdir: Path) -> tuple[list[Tak
             return takeovers, cluster.problems()
         finally:
             cluster.close()
+            if postgres is not None:
+                postgres.close()
 
 
 def failover_rows(store: str, ttl: float, takeovers: Sequence[Takeover]) -> list[list[str]]:
@@ -223,7 +232,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ttl", type=float, default=3.0, help="lease TTL in seconds (3)")
     parser.add_argument("--reps", type=int, default=7, help="failovers per fault and store (7)")
-    parser.add_argument("--stores", default=",".join(STORES), help="redis,sqlite")
+    parser.add_argument(
+        "--stores",
+        default=",".join(STORES),
+        help="redis,sqlite,postgres (postgres is left out, with the reason, where none can run)",
+    )
     parser.add_argument("--entries", type=int, default=10_000, help="entries for punctuality")
     parser.add_argument("--window", type=float, default=30.0, help="seconds measured per spread")
     parser.add_argument("--loglevel", default="WARNING", help="the beat's (celery's default)")
@@ -231,6 +244,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     stores = [store for store in args.stores.split(",") if store]
     if not set(stores) <= set(STORES):
         parser.error(f"--stores takes {','.join(STORES)}")
+    if "postgres" in stores and missing_reason() is not None:
+        print(f"no PostgreSQL rows: {missing_reason()}")
+        stores.remove("postgres")
 
     redis_version = (
         subprocess.run(

@@ -32,6 +32,21 @@ OUTCOMES = logging.getLogger("celery_hashbeat.outcomes")
 STORE = logging.getLogger("celery_hashbeat.store")
 #: The hashbeat_* settings as they are read and checked.
 SETTINGS = logging.getLogger("celery_hashbeat.settings")
+#: The console (the web page and the Django admin): every operator's action, with who did it.
+WEB = logging.getLogger("celery_hashbeat.web")
 
 #: Every logger above: the set a test pins.
-ALL = (BEAT, SCHEDULER, LEASE, OVERLAP, COMPAT, FANOUT, HTTP, RUN_LEASES, OUTCOMES, STORE, SETTINGS)
+ALL = (
+    BEAT,
+    SCHEDULER,
+    LEASE,
+    OVERLAP,
+    COMPAT,
+    FANOUT,
+    HTTP,
+    RUN_LEASES,
+    OUTCOMES,
+    STORE,
+    SETTINGS,
+    WEB,
+)

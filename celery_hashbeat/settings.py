@@ -86,6 +86,7 @@ KNOWN_SETTINGS = (
     "hashbeat_http_host",
     "hashbeat_metrics_entry_labels",
     "hashbeat_store_min_replicas",
+    "hashbeat_web_token",
 )
 
 logger = SETTINGS
@@ -217,6 +218,8 @@ class Settings:
     metrics_entry_labels: bool = False
     #: Celery's ``beat_cron_starting_deadline`` (seconds): the catch-up window of crontab entries.
     cron_deadline: float | None = None
+    #: What the console's actions need (docs/design.md §18); None: the console only reads.
+    web_token: str | None = None
 
     @property
     def lease_ttl_ms(self) -> int:
@@ -299,6 +302,12 @@ class Settings:
             "hashbeat_metrics_entry_labels",
             "True for one series per entry, or leave it unset",
         )
+        token = setting(conf, "hashbeat_web_token", None)
+        if token is not None and (not isinstance(token, str) or not token.strip()):
+            raise ImproperlyConfigured(
+                f"hashbeat_web_token must be a non-empty string (a secret the console's login "
+                f"asks for), or left unset for a console that only reads, not {token!r}"
+            )
         return cls(
             url,
             prefix,
@@ -315,6 +324,7 @@ class Settings:
             http_host=host,
             metrics_entry_labels=labels,
             cron_deadline=deadline,
+            web_token=token,
         )
 
 
@@ -369,6 +379,12 @@ def min_replicas(value: object, url: str) -> int:
         raise ImproperlyConfigured(
             f"hashbeat_store_min_replicas must be a whole number of replicas, 0 or more, not "
             f"{value!r}: write for example hashbeat_store_min_replicas = 1"
+        )
+    if value and url.partition("://")[0].lower() in ("postgresql", "postgres", "django"):
+        raise ImproperlyConfigured(
+            f"hashbeat_store_min_replicas = {value} is not supported by the PostgreSQL store: "
+            "synchronous replication is the server's business (synchronous_commit/"
+            "synchronous_standby_names); leave hashbeat_store_min_replicas unset"
         )
     if value and not url.startswith("redis"):
         raise ImproperlyConfigured(

@@ -14,10 +14,12 @@ import redis
 from hypothesis import settings
 
 from tests.support.beat_fixtures import app, broker, clock, schedulers
+from tests.support.postgres import postgres_server, postgres_url
 from tests.support.processes import ROOT
 from tests.support.redis_server import RedisProcess, shared_redis_url
 
-__all__ = ["app", "broker", "clock", "schedulers"]  # the beat fixtures, for every room
+# The beat fixtures and the private PostgreSQL, for every room.
+__all__ = ["app", "broker", "clock", "postgres_server", "postgres_url", "schedulers"]
 
 settings.register_profile("ci", max_examples=200, deadline=None, print_blob=True)
 settings.register_profile("dev", max_examples=100, deadline=None)

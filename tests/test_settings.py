@@ -88,6 +88,10 @@ def test_store_options_follow_celery_and_redis_py_conventions() -> None:
         ({"hashbeat_store_min_replicas": -1}, "hashbeat_store_min_replicas must be a whole"),
         ({"hashbeat_store_min_replicas": "1"}, "hashbeat_store_min_replicas must be a whole"),
         ({"hashbeat_store_min_replicas": 1}, "min_replicas = 1 needs a Redis store.*sqlite://"),
+        (
+            {"hashbeat_store_min_replicas": 1, "hashbeat_store_url": "postgresql://h/db"},
+            "not supported by the PostgreSQL store: synchronous replication is the server's",
+        ),
     ],
 )
 def test_bad_settings_name_the_setting(conf: dict[str, Any], message: str) -> None:
@@ -237,3 +241,10 @@ def test_a_configuration_exit_off_the_main_thread_is_logged(
     thread.start()
     thread.join()
     assert [r.getMessage() for r in caplog.records] == [f"celery_hashbeat: {problem}"]
+
+
+def test_the_console_token_is_a_non_empty_string_or_unset() -> None:
+    assert settings_of().web_token is None
+    assert settings_of(hashbeat_web_token="s3cret").web_token == "s3cret"
+    with pytest.raises(ImproperlyConfigured, match="hashbeat_web_token must be a non-empty"):
+        settings_of(hashbeat_web_token="  ")

@@ -13,6 +13,7 @@ from celery_hashbeat.cli.schedule import schedule_command
 from celery_hashbeat.cli.show import show
 from celery_hashbeat.cli.spread import spread
 from celery_hashbeat.cli.status import status
+from celery_hashbeat.cli.web import web
 
 HELP = f"""Inspect hash-cron schedules and the celery_hashbeat scheduler.
 
@@ -43,5 +44,6 @@ for command in (
     status,
     trigger,
     update,
+    web,
 ):
     main.add_command(command)

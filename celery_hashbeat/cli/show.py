@@ -10,7 +10,7 @@ import time
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
@@ -31,6 +31,7 @@ from celery_hashbeat.cli.output import (
     table,
 )
 from celery_hashbeat.control.admin import EntryView, ScheduleAdmin, UnknownEntryError
+from celery_hashbeat.control.words import schedule_text
 from celery_hashbeat.observe.history import (
     HISTORY_CAP,
     MISSED,
@@ -107,29 +108,6 @@ def detail(record: Record) -> str:
     if record.run_ms is not None:
         parts.append(f"ran {record.run_ms} ms")
     return ", ".join(parts)
-
-
-def schedule_text(data: Any) -> str:
-    """A stored schedule (definitions.py's JSON data) in a few words."""
-    if not isinstance(data, dict):
-        return str(data)
-    if "hashcron" in data:
-        words = [str(data["hashcron"])]
-        words += [f"({data['tz']})"] if data.get("tz") else []
-        words += ["day_and"] if data.get("day_and") else []
-        return " ".join(words)
-    if "hashinterval" in data:
-        return f"hashinterval {data['hashinterval']:g}s"
-    if "every" in data:
-        return f"every {data['every']:g}s"
-    if "crontab" in data:
-        fields = data["crontab"]
-        order = ("minute", "hour", "day_of_month", "month_of_year", "day_of_week")
-        return "crontab " + " ".join(str(fields.get(field, "*")) for field in order)
-    if "solar" in data:
-        fields = data["solar"]
-        return f"solar {fields.get('event')} {fields.get('lat')},{fields.get('lon')}"
-    return str(data)
 
 
 def paused_text(view: EntryView, now: int) -> str:

@@ -43,7 +43,7 @@ from celery_hashbeat.store.controls import DEFINITION, PAUSE
 from celery_hashbeat.store.options import mask_url
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
 
     from celery import Celery
 
@@ -413,8 +413,25 @@ class ScheduleAdmin:
         return views[0]
 
     @admin_errors
-    def list(self) -> builtins.list[EntryView]:
-        return self._views(None)
+    def list(
+        self,
+        *,
+        names: Sequence[str] | None = None,
+        recent: int = RECENT,
+        slots: int = NEXT_SLOTS,
+        planned: Planned | None = None,
+    ) -> builtins.list[EntryView]:
+        """Every entry (or those of ``names`` that exist), with up to ``slots`` next slots and
+        ``recent`` outcomes each (0: none, which saves a store call per entry), planned by
+        ``planned`` when the caller has the plan already (``plan``), else planned now."""
+        return self._views(None if names is None else builtins.list(names), recent, slots, planned)
+
+    @admin_errors
+    def plan(self) -> Planned:
+        """The schedule as a leader holds it now: ``plan_schedule`` on this app and store."""
+        return plan_schedule(
+            self.app, self.settings, self._configured(), self.store, self._now_ms()
+        )
 
     # Helpers ----------------------------------------------------------------------------------
 
@@ -485,9 +502,16 @@ class ScheduleAdmin:
             )
         return text
 
-    def _views(self, wanted: builtins.list[str] | None) -> builtins.list[EntryView]:
+    def _views(
+        self,
+        wanted: builtins.list[str] | None,
+        recent: int = RECENT,
+        count: int = NEXT_SLOTS,
+        planned: Planned | None = None,
+    ) -> builtins.list[EntryView]:
         now = self._now_ms()
-        planned = plan_schedule(self.app, self.settings, self._configured(), self.store, now)
+        if planned is None:
+            planned = plan_schedule(self.app, self.settings, self._configured(), self.store, now)
         configured = planned.catalog.configured  # Celery's own entries too
         records = self.store.changes(0).records
         names = sorted({*configured, *(n for n, (d, _) in records.items() if d is not None)})
@@ -507,9 +531,7 @@ class ScheduleAdmin:
             slots = [
                 slot
                 for planned_name in planning[name]
-                for slot in planned.next_slots(
-                    planned_name, fences.get(planned_name), now, NEXT_SLOTS
-                )
+                for slot in planned.next_slots(planned_name, fences.get(planned_name), now, count)
             ]
             views.append(
                 EntryView(
@@ -517,12 +539,17 @@ class ScheduleAdmin:
                     source,
                     definition,
                     self._pause(name, pause_text),
-                    sorted(slots)[:NEXT_SLOTS],
-                    newest_first(self.store.history(name))[:RECENT],
+                    sorted(slots)[:count],
+                    self.recent(name, recent) if recent else [],
                     revision,
                 )
             )
         return views
+
+    def recent(self, name: str, count: int = RECENT) -> builtins.list[Record]:
+        """The entry's newest ``count`` outcomes, newest first by when each happened (records
+        that do not read back are left out)."""
+        return newest_first(self.store.history(name))[:count]
 
     def _config_data(self, name: str, given: Any) -> dict[str, Any]:
         definition = as_definition(given) or {}

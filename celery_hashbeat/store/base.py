@@ -5,7 +5,8 @@ The store holds everything the beats share: the leader lease, the last slot clai
 knows nothing of Celery or of the scheduler: it deals in tokens, entry names, slots (UTC epoch
 milliseconds) and schedule fingerprints (short opaque text). Each method that changes shared state
 checks the caller's lease and does it atomically (one Lua script in Redis, one ``BEGIN IMMEDIATE``
-in SQLite). A stored value that does not parse is logged once and treated as absent.
+in SQLite, one transaction that locks the lease row in PostgreSQL). A stored value that does not
+parse is logged once and treated as absent.
 
 A fence is stored as ``<slot>|<token>|<previous>|<fingerprint>``:
 
@@ -185,7 +186,8 @@ def _digits(text: str) -> bool:
 
 
 class Store(ControlRecords, abc.ABC):
-    """One protocol, two implementations: Redis for HA, SQLite for one host.
+    """One protocol, three implementations: Redis for HA, SQLite for one host, PostgreSQL for
+    the shops whose shared server it is.
 
     The runtime controls (stored entries, pauses, triggers, store/controls.py) are each store's
     ControlRecords object, given here; the ControlRecords methods below hand over to it, so that

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.chaos.harness import Cluster, Takeover
+from tests.support.postgres import PostgresServer, wait_answering
 from tests.support.processes import Process
 from tests.support.redis_server import RedisProcess
 
@@ -36,11 +37,14 @@ EXIT_BOUND = 5.0
 MakeCluster = Callable[..., Cluster]
 
 
-@pytest.fixture(params=["redis", "sqlite"])
+@pytest.fixture(params=["redis", "sqlite", "postgres"])
 def store_url(request: pytest.FixtureRequest, tmp_path: Path, private_redis: RedisProcess) -> str:
-    """The Redis store (the broker's server) or a SQLite file the beats share on this host."""
+    """The Redis store (the broker's server), a SQLite file the beats share on this host, or a
+    database of the test's own on the session's private PostgreSQL."""
     if request.param == "redis":
         return private_redis.url
+    if request.param == "postgres":
+        return str(request.getfixturevalue("postgres_url"))
     return f"sqlite:///{tmp_path}/store.sqlite"
 
 
@@ -82,13 +86,17 @@ def assert_clean_finish(chaos: Cluster) -> None:
 
 
 def test_leader_faults_then_a_store_outage(
-    cluster: MakeCluster, private_redis: RedisProcess, store_url: str
+    request: pytest.FixtureRequest,
+    cluster: MakeCluster,
+    private_redis: RedisProcess,
+    store_url: str,
 ) -> None:
     """SIGKILL the leader three times, freeze one past its lease, SIGTERM one; a supervisor
     replaces the dead. Each time a standby takes over in time, and nothing is enqueued twice or
     lost, not even by the frozen leader when it wakes. Then the same beats live through an
     outage of their store (``redis_restart_and_pause`` on Redis, ``sqlite_store_locked`` on
-    SQLite): every beat, the once-frozen one too, keeps running and the record stays clean.
+    SQLite, ``postgres_crash_and_restart`` on PostgreSQL): every beat, the once-frozen one too,
+    keeps running and the record stays clean.
 
     (One run per store proves what test_leader_faults and test_redis_restart_and_pause /
     test_sqlite_store_locked proved apart: they started the same three beats on the same store.)
@@ -114,6 +122,9 @@ def test_leader_faults_then_a_store_outage(
     if store_url == private_redis.url:
         redis_restart_and_pause(chaos, private_redis)
         outage = "a store outage"
+    elif store_url.startswith("postgresql://"):
+        postgres_crash_and_restart(chaos, request.getfixturevalue("postgres_server"))
+        outage = "a database crash"
     else:
         sqlite_store_locked(chaos, Path(store_url.removeprefix("sqlite:///")))
         outage = "a locked store"
@@ -161,6 +172,23 @@ def sqlite_store_locked(chaos: Cluster, path: Path) -> None:
         locker.close()
     free = chaos.note("store lock released")
     assert chaos.enqueued_after(free, timeout=30) is not None, "no enqueue after the lock was freed"
+
+
+def postgres_crash_and_restart(chaos: Cluster, server: PostgresServer) -> None:
+    """PostgreSQL crashes (``pg_ctl stop -m immediate``: no shutdown checkpoint) and restarts
+    after longer than the lease, recovering its committed data. The beats stand by meanwhile,
+    reconnect, take over again and catch up every missed slot exactly once."""
+    chaos.steady()
+    chaos.quiet_moment()
+    chaos.note("PostgreSQL stopped -m immediate (a crash)")
+    server.stop("immediate")
+    try:
+        time.sleep(TTL + 1)
+    finally:
+        server.start()
+        wait_answering(server)
+    up = chaos.note("PostgreSQL restarted (crash recovery, its data kept)")
+    assert chaos.enqueued_after(up, timeout=30) is not None, "no enqueue after PostgreSQL came back"
 
 
 def finish_after_outage(chaos: Cluster, outage: str) -> None:

@@ -65,6 +65,8 @@ DEFAULT_PROJ = 'from celery import Celery\n\napp = Celery("proj")\n'
 VALIDATED = ("celery", "hashbeat")
 CERTIFICATE = re.compile(r"/[\w./-]+\.(?:pem|crt|key)\b")
 LANGUAGES = ("python", "console", "shell", "", "ini", "yaml", "text")
+#: The modules a Django settings block stands in for (``_install_django_settings``).
+DJANGO_MODULES = ("django", "django.conf")
 
 
 class DocRun:
@@ -113,6 +115,8 @@ class DocRun:
         """The file's scratch directory as cwd, and the process left as it was found (the tasks
         its examples declare are shared, so Celery would add them to every app made later)."""
         cwd, environ, modules = Path.cwd(), dict(os.environ), set(sys.modules)
+        # A real Django loaded by an earlier test (tests/contrib) is put back as it was.
+        real_django = {name: sys.modules[name] for name in DJANGO_MODULES if name in sys.modules}
         shared_tasks = set(celery_state._on_app_finalizers)
         path_class = redis_connect.Path
         redis_connect.Path = self._certificate_path()  # type: ignore[misc]
@@ -130,8 +134,9 @@ class DocRun:
             os.environ.update(environ)
             for name in set(sys.modules) - modules:
                 origin = getattr(sys.modules[name], "__file__", None) or ""
-                if name in ("django", "django.conf") or origin.startswith(str(self.workdir)):
+                if name in DJANGO_MODULES or origin.startswith(str(self.workdir)):
                     del sys.modules[name]
+            sys.modules.update(real_django)
             redis_connect.Path = path_class  # type: ignore[misc]
             celery_state._on_app_finalizers.intersection_update(shared_tasks)
 

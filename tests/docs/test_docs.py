@@ -34,6 +34,7 @@ PAGES = [
     "comparison",
     "workers",
     "runtime",
+    "console",
     "design",
 ]
 FILES = [ROOT / "README.md", *(DOCS / f"{page}.md" for page in PAGES)]

@@ -24,6 +24,7 @@ def test_the_package_logs_under_exactly_the_names_it_always_has() -> None:
         "celery_hashbeat.scheduler",
         "celery_hashbeat.settings",
         "celery_hashbeat.store",
+        "celery_hashbeat.web",
     ]
 
 

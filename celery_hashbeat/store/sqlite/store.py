@@ -22,6 +22,13 @@ from celery_hashbeat.store.base import (
     RunGuard,
     Store,
 )
+from celery_hashbeat.store.fencing import (
+    Row,
+    plan_anchors,
+    plan_claim,
+    plan_give_back,
+    plan_hand_over,
+)
 from celery_hashbeat.store.options import (
     check_digest,
     check_guard,
@@ -86,9 +93,7 @@ class SQLiteStore(Store):
         stored = ((row[0], "|".join(map(str, row[1:5]))) for row in rows)
         return self._parse_stored(stored, counts)
 
-    def _write(
-        self, db: sqlite3.Connection, rows: Iterable[tuple[str, int, str, str, str, int]]
-    ) -> None:
+    def _write(self, db: sqlite3.Connection, rows: Iterable[Row]) -> None:
         db.executemany(
             "INSERT OR REPLACE INTO hashbeat_fired (prefix, entry, slot, token, previous,"
             " fingerprint, runs) VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -156,34 +161,12 @@ class SQLiteStore(Store):
                 return Claimed()
             stored = self._stored(db, list(slots))
             holders = self._runs.holders(db, [entry for entry in slots if entry in runs])
-            result = Claimed()
-            rows = []
-            moved_past: list[tuple[str, int, str]] = []
-            for entry, (slot, fingerprint) in slots.items():
-                fence = stored.get(entry)
-                mine = fence is not None and fence.slot == slot and fence.token == token
-                if not (mine or fence is None or slot > fence.slot):
-                    continue
-                guard = runs.get(entry)
-                holder = "" if guard is None else holders.get(entry, "")
-                if guard is not None and holder == guard.task_id:
-                    holder = ""
-                if guard is not None and (not holder or guard.mode == "replace"):
-                    self._runs.grant(db, entry, guard.task_id, guard.ttl_ms)
-                if holder:
-                    result.held[entry] = holder
-                    if guard is not None and guard.mode == "buffer_one":
-                        continue
-                result.add(entry)
-                if not mine:
-                    previous = "" if fence is None else f"{'a' if fence.anchor else ''}{fence.slot}"
-                    runs_before = 0 if fence is None else fence.runs
-                    rows.append((entry, int(slot), token, previous, fingerprint, runs_before + 1))
-                    if fence is not None and fence.token not in ("", "-", token):
-                        moved_past.append((entry, fence.slot, fence.token))
-            self._write(db, rows)
-            self._keep_claims(db, moved_past)
-        return result
+            plan = plan_claim(token, slots, runs, stored, holders)
+            for entry, guard in plan.grants:
+                self._runs.grant(db, entry, guard.task_id, guard.ttl_ms)
+            self._write(db, plan.rows)
+            self._keep_claims(db, plan.moved_past)
+        return plan.claimed
 
     def _keep_claims(self, db: sqlite3.Connection, claims: list[tuple[str, int, str]]) -> None:
         """Keep (entry, slot, token) claims that a later claim moved past, so that their
@@ -204,31 +187,27 @@ class SQLiteStore(Store):
         wanted = [(entry, int(slot)) for entry, slot in slots]
         if not wanted:
             return set()
-        handed: set[tuple[str, int]] = set()
         with self._database.transaction() as db:
-            rows = self._rows(db, sorted({entry for entry, _ in wanted}))
-            for entry, slot in wanted:
-                fence, previous = rows.get(entry, (None, ""))
-                if fence is not None and fence.token == token and fence.slot == slot:
-                    # The proof is used up: the fence no longer names its claimer.
-                    db.execute(
-                        "UPDATE hashbeat_fired SET token = '-' WHERE prefix = ? AND entry = ?",
-                        (self._prefix, entry),
-                    )
-                    rows[entry] = (Fence(slot, "-", fence.fingerprint, fence.runs), previous)
-                else:
-                    deleted = db.execute(
-                        "DELETE FROM hashbeat_claimed WHERE prefix = ? AND entry = ? AND slot = ?"
-                        " AND token = ?",
-                        (self._prefix, entry, slot, token),
-                    )
-                    if not deleted.rowcount:
-                        continue
-                db.execute(
-                    "INSERT OR IGNORE INTO hashbeat_handed (prefix, entry, slot) VALUES (?, ?, ?)",
-                    (self._prefix, entry, slot),
+            stored = self._stored(db, sorted({entry for entry, _ in wanted}))
+            by_fence, by_kept = plan_hand_over(token, wanted, stored)
+            handed = set(by_fence)
+            # The proof is used up: the fence no longer names its claimer.
+            db.executemany(
+                "UPDATE hashbeat_fired SET token = '-' WHERE prefix = ? AND entry = ?",
+                ((self._prefix, entry) for entry, _ in by_fence),
+            )
+            for entry, slot in by_kept:
+                deleted = db.execute(
+                    "DELETE FROM hashbeat_claimed WHERE prefix = ? AND entry = ? AND slot = ?"
+                    " AND token = ?",
+                    (self._prefix, entry, slot, token),
                 )
-                handed.add((entry, slot))
+                if deleted.rowcount:
+                    handed.add((entry, slot))
+            db.executemany(
+                "INSERT OR IGNORE INTO hashbeat_handed (prefix, entry, slot) VALUES (?, ?, ?)",
+                ((self._prefix, entry, slot) for entry, slot in handed),
+            )
         return handed
 
     def take_handed(self, token: str) -> list[tuple[str, int]]:
@@ -258,18 +237,7 @@ class SQLiteStore(Store):
             for entry, task_id in (runs or {}).items():
                 if entry in slots:
                     self._runs.drop(db, entry, task_id)
-            given: set[str] = set()
-            restored = []
-            for entry, (fence, previous) in self._rows(db, list(slots)).items():
-                if fence.token != token or fence.slot != slots[entry]:
-                    continue
-                given.add(entry)
-                if previous:
-                    anchor = previous.startswith("a")
-                    slot = int(previous.removeprefix("a"))
-                    fingerprint = fence.fingerprint or ""
-                    count = max(fence.runs - 1, 0)
-                    restored.append((entry, slot, "" if anchor else "-", "", fingerprint, count))
+            given, restored = plan_give_back(token, slots, self._rows(db, list(slots)))
             db.executemany(
                 "DELETE FROM hashbeat_fired WHERE prefix = ? AND entry = ?",
                 ((self._prefix, entry) for entry in given),
@@ -283,16 +251,9 @@ class SQLiteStore(Store):
         with self._database.transaction() as db:
             if not self._holds(db, token):
                 return {}
-            stored = self._stored(db, list(anchors))
-            rows = []
-            for entry, (instant, fingerprint) in anchors.items():
-                fence = stored.get(entry)
-                if fence is None or fence.fingerprint not in (None, fingerprint):
-                    count = 0 if fence is None else fence.runs
-                    stored[entry] = Fence(int(instant), "", fingerprint, count)
-                    rows.append((entry, int(instant), "", "", fingerprint, count))
+            fences, rows = plan_anchors(anchors, self._stored(db, list(anchors)))
             self._write(db, rows)
-        return {entry: stored[entry] for entry in anchors}
+        return fences
 
     def fences(self, entries: Iterable[str] | None = None) -> dict[str, Fence]:
         with self._database.transaction(write=False) as db:

@@ -1,0 +1,28 @@
+"""A stored schedule in a few words, as the ``hashbeat`` commands and the console show it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def schedule_text(data: Any) -> str:
+    """A stored schedule (definitions.py's JSON data) in a few words."""
+    if not isinstance(data, dict):
+        return str(data)
+    if "hashcron" in data:
+        words = [str(data["hashcron"])]
+        words += [f"({data['tz']})"] if data.get("tz") else []
+        words += ["day_and"] if data.get("day_and") else []
+        return " ".join(words)
+    if "hashinterval" in data:
+        return f"hashinterval {data['hashinterval']:g}s"
+    if "every" in data:
+        return f"every {data['every']:g}s"
+    if "crontab" in data:
+        fields = data["crontab"]
+        order = ("minute", "hour", "day_of_month", "month_of_year", "day_of_week")
+        return "crontab " + " ".join(str(fields.get(field, "*")) for field in order)
+    if "solar" in data:
+        fields = data["solar"]
+        return f"solar {fields.get('event')} {fields.get('lat')},{fields.get('lon')}"
+    return str(data)

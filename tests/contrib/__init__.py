@@ -1,0 +1,1 @@
+"""celery_hashbeat.contrib: the console in the Django admin."""

@@ -1,0 +1,6 @@
+"""The test project's URLs: the Django admin."""
+
+from django.contrib import admin
+from django.urls import path
+
+urlpatterns = [path("admin/", admin.site.urls)]

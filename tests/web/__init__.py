@@ -1,0 +1,1 @@
+"""The console (celery_hashbeat.web): its WSGI app and, in a real browser, its pages."""

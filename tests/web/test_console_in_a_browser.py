@@ -1,0 +1,108 @@
+"""The console in a real headless Chromium, as a person uses it: find by visible labels, click,
+then check the store through ScheduleAdmin and the broker queue a real in-process beat fills.
+A pause from the page stops the sends; a trigger from the page sends exactly one."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from celery import Celery
+
+from celery_hashbeat import Scheduler
+from celery_hashbeat.control import polling
+from celery_hashbeat.control.admin import ScheduleAdmin
+from celery_hashbeat.publish.message import TRIGGER_HEADER
+from celery_hashbeat.schedules import hashcron
+from celery_hashbeat.web import make_app
+from tests.support.beat_fixtures import Broker, run_for
+from tests.support.browser import browser, by_label, click, screenshot, served, shows
+from tests.web.conftest import TOKEN
+
+__all__ = ["browser"]
+
+
+@pytest.fixture
+def site(shop: Celery, admin: ScheduleAdmin) -> Iterator[str]:
+    shop.conf.beat_schedule = {
+        **shop.conf.beat_schedule,
+        "pulse": {"task": "shop.report", "schedule": 1.0},
+    }
+    for index in range(3):
+        admin.add(f"tenant-{index}-sync", "shop.report", hashcron("H * * * *"))
+    console = make_app(shop, token=TOKEN)
+    with served(console) as url:
+        yield url
+    console.admin.close()
+
+
+def log_in(driver: Any, url: str) -> None:
+    driver.get(url + "/")
+    click(driver, "Log in to act")
+    by_label(driver, "Console token").send_keys(TOKEN)
+    click(driver, "Log in")
+
+
+def test_a_pause_from_the_page_stops_the_sends_and_a_trigger_sends_exactly_one(
+    browser: Any,
+    site: str,
+    admin: ScheduleAdmin,
+    broker: Broker,
+    schedulers: Callable[..., Scheduler],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(polling, "POLL_S", 0.05)
+    beat = schedulers()
+    run_for(beat, 3, until=lambda: len(broker.headers()) >= 2)
+    assert broker.new(), "the beat sent nothing before the pause"
+
+    log_in(browser, site)
+    click(browser, "pulse")
+    by_label(browser, "Reason for pausing").send_keys("supplier outage")
+    click(browser, "Pause")
+    assert shows(browser, "paused pulse: supplier outage")
+    view = admin.get("pulse")
+    assert view.paused
+    assert view.pause is not None
+    assert view.pause.reason == "supplier outage"
+
+    run_for(beat, 1)  # the leader reads the pause
+    broker.new()
+    run_for(beat, 2.5)
+    assert [h for h in broker.new() if h["hashbeat_entry"] == "pulse"] == []
+
+    click(browser, "Trigger one run now")
+    assert shows(browser, "triggered pulse")
+    run_for(beat, 2.5)
+    sent = [h for h in broker.new() if h["hashbeat_entry"] == "pulse"]
+    assert len(sent) == 1
+    assert TRIGGER_HEADER in sent[0]
+    screenshot(browser, "console-entry")
+    click(browser, "Entries")
+    screenshot(browser, "console-entries")
+
+
+def test_a_form_error_is_shown_beside_its_field_and_a_fixed_entry_is_stored(
+    browser: Any, site: str, admin: ScheduleAdmin
+) -> None:
+    log_in(browser, site)
+    click(browser, "Add an entry")
+    by_label(browser, "Name").send_keys("eu-report")
+    by_label(browser, "Task").send_keys("shop.report")
+    schedule = by_label(browser, "Schedule")
+    schedule.send_keys("H 25 * * *")
+    click(browser, "Add entry")
+    assert shows(browser, "out of range")  # the refusal, on the page that comes back
+    schedule = by_label(browser, "Schedule")
+    error = browser.find_element("id", schedule.get_attribute("aria-describedby"))
+    assert "25" in error.text
+    assert "eu-report" not in [view.name for view in admin.list()]
+
+    schedule.clear()
+    schedule.send_keys("H 6 * * *")
+    click(browser, "Add entry")
+    assert shows(browser, "added eu-report")
+    stored = admin.get("eu-report")
+    assert stored.source == "store"
+    assert stored.definition["schedule"] == {"hashcron": "H 6 * * *"}
