@@ -18,6 +18,7 @@ from celery_hashbeat.entries.bounds import BoundedSlots, bound_ms, check_bounds
 from celery_hashbeat.entries.derived import DerivedSlots
 from celery_hashbeat.entries.entry import Entry
 from celery_hashbeat.entries.errors import EntryError, ScheduleEnded, ScheduleTooSlow
+from celery_hashbeat.entries.promises import promise_keys, promises_of
 from celery_hashbeat.expr.slots import Slots, to_datetime
 from celery_hashbeat.settings import catch_up_mode, catch_up_window, overlap_mode
 
@@ -40,6 +41,10 @@ KNOWN_KEYS = frozenset(
         "start",
         "end",
         "max_runs",
+        # What the entry promises its operators (entries/promises.py).
+        "max_lateness",
+        "alert_after_failures",
+        "pause_after_failures",
     }
 )
 
@@ -67,6 +72,7 @@ def as_definition(definition: Any) -> Mapping[str, Any] | None:
             "catch_up_window": None if definition.window is None else definition.window / 1000,
             "overlap": definition.overlap,
             **bounds_of(definition),
+            **promise_keys(definition.promises),
         }
     if isinstance(definition, ScheduleEntry):
         return {
@@ -135,6 +141,7 @@ def build_entry(
             if start is not None or end is not None:
                 source = BoundedSlots(source, start, end)
         first_slot(source, now)
+        promises = promises_of(name, definition)
     except EntryError:
         raise
     except Exception as exc:
@@ -157,6 +164,7 @@ def build_entry(
         now,
     )
     entry.max_runs = max_runs
+    entry.promises = promises
     return entry
 
 
