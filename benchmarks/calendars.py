@@ -1,5 +1,5 @@
 """Exclusion calendars: the cost of next() with a holiday calendar beside the same schedule
-without one (docs/design.md §19; the bar: within 2x).
+without one (docs/design.md §20; the bar: within 2x).
 
     python benchmarks/calendars.py [--count 20000]
 

@@ -1,4 +1,4 @@
-"""One-shots at scale (docs/design.md §20): what N pending ``at`` entries cost a beat.
+"""One-shots at scale (docs/design.md §21): what N pending ``at`` entries cost a beat.
 
     python benchmarks/oneshots.py [--sizes 0,1000,10000,100000] [--redis-url URL]
 

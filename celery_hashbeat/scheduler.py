@@ -38,10 +38,12 @@ from celery_hashbeat.beat.leadership import Leadership
 from celery_hashbeat.beat.lease import Lease, new_token
 from celery_hashbeat.beat.overlap import warn_unreachable_leases
 from celery_hashbeat.beat.parking import Parking
+from celery_hashbeat.beat.promises import PromiseKeeper
 from celery_hashbeat.beat.standaside import StandAside
 from celery_hashbeat.beat.stopping import GRACE, StopRequests
 from celery_hashbeat.beat.storecalls import StoreCalls
 from celery_hashbeat.beat.triggers import Triggers
+from celery_hashbeat.control import running
 from celery_hashbeat.control.polling import ControlState
 from celery_hashbeat.entries.catalog import Catalog
 from celery_hashbeat.entries.entry import Entry
@@ -100,9 +102,13 @@ class Scheduler(beat.Scheduler):
         lease = Lease(settings, token)
         lease.watch = watch
         self.store_calls = calls = StoreCalls(self._gave_up, lease.failed)
-        # The objects below call each other back: a lambda reads its target when called, after
+
+        # The objects below call each other back: each callback reads its target when called, after
         # all of them are made.
-        added = lambda entry, now: self.leadership.added(entry, now)  # noqa: E731, PLW0108
+        def added(entry: Entry, now: int) -> None:
+            self._promises.note(entry)
+            self.leadership.added(entry, now)
+
         self._catalog = catalog = Catalog(app, settings, self.now_ms, added)
         self.entries = catalog.entries
         #: Names of configured entries that could not run: their fences are kept.
@@ -159,6 +165,7 @@ class Scheduler(beat.Scheduler):
             watch=watch,
             now_ms=self.now_ms,
         )
+        self._promises = PromiseKeeper(token, calls, catalog, controls, watch)
         self._aside = StandAside(lease, calls, publisher, watch, dispatcher.owed)
         filename = kwargs.get("schedule_filename")
         if filename and filename != CELERY_SCHEDULE_FILE and not kwargs.get("lazy"):
@@ -191,6 +198,8 @@ class Scheduler(beat.Scheduler):
             self.merge_inplace(self.app.conf.beat_schedule)
             self.install_default_entries(self.entries)
             self.leadership.lease.schedule_digest = self._catalog.digest()
+            configured = dict(self._catalog.configured)
+            self.leadership.lease.schedule_text = lambda: running.recorded(configured)
             warn_unreachable_leases(self.entries.values(), self.settings.store_url)
             warn_differences(self.entries.values(), self.settings)
             warn_inert_settings(self.app.conf)
@@ -279,6 +288,7 @@ class Scheduler(beat.Scheduler):
         if lease.leader:
             leadership.take_census()
             leadership.share_balance()
+            self._promises.keep(self.now_ms())
             dispatcher.dispatch_due()  # what a new leader found due
         head = dispatcher.queue.head() if lease.leader else None
         if head is not None:

@@ -77,7 +77,7 @@ class HashSchedule(BaseSchedule, abc.ABC):
     def _identity(self) -> tuple[Any, ...]:
         """What makes two schedules of this kind equal."""
 
-    #: The exclude list (docs/design.md §19), as given; empty: every day.
+    #: The exclude list (docs/design.md §20), as given; empty: every day.
     exclude: tuple[str, ...] = ()
     #: What a slot on an excluded day does: None (skip), or one of expr.calendar.ON_EXCLUDED.
     on_excluded: str | None = None
@@ -265,7 +265,7 @@ class hashinterval(HashSchedule):  # noqa: N801 - named like Celery's schedule
 
 
 class at(BaseSchedule):  # noqa: N801 - named like Celery's schedules
-    """One run at one instant (docs/design.md §20): an aware datetime or ISO 8601 text with an
+    """One run at one instant (docs/design.md §21): an aware datetime or ISO 8601 text with an
     offset. Under celery_hashbeat.Scheduler it fires once, fenced in the store like any slot,
     and is then done; a naive time is refused, since beats in other zones would read it apart.
     """

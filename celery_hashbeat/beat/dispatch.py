@@ -96,7 +96,7 @@ class Dispatcher:
         self._freezer = Freezer()
         #: Entries whose schedule failed to plan, so the traceback is logged once only.
         self._unplanned: set[str] = set()
-        #: One-shots that ran out of slots, until the store drops them (docs/design.md §20).
+        #: One-shots that ran out of slots, until the store drops them (docs/design.md §21).
         self.done = DoneOnce()
 
     # Planning ---------------------------------------------------------------------------------

@@ -19,6 +19,8 @@ from celery_hashbeat._outage import Outage
 from celery_hashbeat.store.base import StoreAuthError, StoreError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from celery_hashbeat.beat.storecalls import StoreCalls
     from celery_hashbeat.observe.watch import Watch
     from celery_hashbeat.settings import Settings
@@ -59,6 +61,11 @@ class Lease:
         self.held_until = 0.0
         #: A digest of this beat's schedule, shown to the other beats through the heartbeat.
         self.schedule_digest = ""
+        #: What this beat runs, written for ``hashbeat plan`` under the digest
+        #: (control/running.py): made and recorded once per digest, at the first heartbeat
+        #: that has it, not at start; None: nothing to record.
+        self.schedule_text: Callable[[], str | None] | None = None
+        self._recorded_digest = ""
         self._warned_digest: str | None = None
         #: Told whether the store answers and who leads; its outbox rides on each renewal.
         self.watch: Watch | None = None
@@ -120,6 +127,12 @@ class Lease:
         if role == LEADER or now >= self._heartbeat_due:
             calls.call(calls.store.heartbeat, self.token, role, self.ttl_ms, self.schedule_digest)
             self._heartbeat_due = now + self.renew_interval
+            digest = self.schedule_digest
+            if self.schedule_text is not None and digest and digest != self._recorded_digest:
+                text = self.schedule_text()
+                if text is not None:
+                    calls.call(calls.store.record_schedule, digest, text)
+                self._recorded_digest = digest
 
     def _became(self, role: str, calls: StoreCalls, what: str) -> None:
         if role == self._role:

@@ -1,4 +1,4 @@
-"""Done one-shots leave the store (docs/design.md §20).
+"""Done one-shots leave the store (docs/design.md §21).
 
 A one-shot kept in the store (``ScheduleAdmin.add(at=...)``, ``hashbeat add --at``) stays there,
 done, for ``DONE_RETENTION_MS`` after its instant, so that ``hashbeat show`` and the history say

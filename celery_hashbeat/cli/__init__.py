@@ -5,10 +5,12 @@ from __future__ import annotations
 import click
 
 from celery_hashbeat.cli.admin import add, pause, remove, resume, trigger, update
+from celery_hashbeat.cli.audit import audit
 from celery_hashbeat.cli.entries import entries
 from celery_hashbeat.cli.explain import explain
 from celery_hashbeat.cli.lint import lint
 from celery_hashbeat.cli.output import EXIT_CODES_HELP
+from celery_hashbeat.cli.plan import plan
 from celery_hashbeat.cli.schedule import schedule_command
 from celery_hashbeat.cli.show import show
 from celery_hashbeat.cli.spread import spread
@@ -32,10 +34,12 @@ def main() -> None:
 
 for command in (
     add,
+    audit,
     entries,
     explain,
     lint,
     pause,
+    plan,
     remove,
     resume,
     schedule_command,

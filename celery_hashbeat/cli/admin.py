@@ -5,14 +5,22 @@ exit code AdminError gives (2: bad input, 3: no such entry), and nothing stored 
 
 from __future__ import annotations
 
-import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import click
 
+from celery_hashbeat.cli.changes import (
+    OPTION_FIELDS,
+    REASON,
+    UNSETTABLE,
+    Refused,
+    bad,
+    definition_options,
+    read_changes,
+)
 from celery_hashbeat.cli.loading import (
     app_option,
     beat_schedule,
@@ -21,7 +29,6 @@ from celery_hashbeat.cli.loading import (
     require_app,
 )
 from celery_hashbeat.cli.output import (
-    Failure,
     echo_json,
     json_option,
     relative,
@@ -29,21 +36,6 @@ from celery_hashbeat.cli.output import (
     stamp_iso,
 )
 from celery_hashbeat.control.admin import AdminError, ScheduleAdmin
-from celery_hashbeat.control.definitions import DefinitionError, schedule_object
-
-
-class Refused(Failure):
-    """A change refused: the first line of the reason, with the exit code of its kind (the
-    AdminError's: 2 bad input, 3 no such entry, 4 the store, 5 a conflict, 6 not triggered)."""
-
-    exit_code = AdminError.exit_code
-
-    def __init__(self, message: str, exit_code: int = AdminError.exit_code) -> None:
-        lines = message.splitlines() or [""]
-        if len(lines) > 1:  # an expression error, with the expression and a caret under it
-            lines[0] += f", in {lines[1].strip()!r}: check it with hashbeat explain"
-        super().__init__(lines[0])
-        self.exit_code = exit_code  # type: ignore[misc]  # click declares it per class
 
 
 @contextmanager
@@ -58,183 +50,6 @@ def opened_admin(app_name: str | None) -> Iterator[ScheduleAdmin]:
             yield ScheduleAdmin(app, store)
         except AdminError as exc:
             raise Refused(str(exc), exc.exit_code) from None
-
-
-#: The options that define an entry, as ``add`` takes them and ``update`` changes them.
-DEFINITION_OPTIONS = (
-    click.option("--task", metavar="TASK", help="The task's registered name."),
-    click.option("--cron", metavar="EXPR", help='A hash-cron expression: hashcron("EXPR").'),
-    click.option("--tz", metavar="ZONE", help="The --cron expression's IANA time zone."),
-    click.option("--every", metavar="SECONDS", help="A plain interval, as a beat_schedule number."),
-    click.option("--interval", metavar="SECONDS", help="hashinterval(SECONDS): a hashed offset."),
-    click.option(
-        "--at", metavar="ISO", help="A one-shot: fires once at this instant (ISO 8601 with offset)."
-    ),
-    click.option(
-        "--exclude",
-        metavar="DAYS",
-        multiple=True,
-        help="Days not to fire on (repeatable): 2026-12-25, 2026-12-24..2026-12-31, *-12-25, "
-        "sat,sun, holidays:US, ical:/path/file.ics.",
-    ),
-    click.option(
-        "--on-excluded",
-        metavar="MODE",
-        help="skip (default), next_business_day or previous_business_day.",
-    ),
-    click.option("--args", metavar="JSON", help="Positional arguments, a JSON list."),
-    click.option("--kwargs", metavar="JSON", help="Keyword arguments, a JSON object."),
-    click.option("--queue", metavar="QUEUE", help="The queue to send to (options.queue)."),
-    click.option("--overlap", metavar="MODE", help="allow, skip, buffer_one or replace."),
-    click.option("--catch-up", metavar="MODE", help="latest, all or skip."),
-    click.option("--catch-up-window", metavar="SECONDS", help="Catch up no slot older than this."),
-    click.option(
-        "--expires", metavar="SECONDS", help="Workers drop a run that waited longer (options)."
-    ),
-    click.option("--priority", metavar="N", help="The message's priority (options.priority)."),
-    click.option("--start", metavar="ISO", help="No slot before this (ISO 8601 with offset)."),
-    click.option("--end", metavar="ISO", help="No slot after this (ISO 8601 with offset)."),
-    click.option("--max-runs", metavar="N", help="Stop after N sends, counted in the store."),
-    click.option(
-        "--workers", metavar="NODES", help="'*' (every live worker) or celery@a,celery@b."
-    ),
-    click.option(
-        "--allow-unregistered-task",
-        is_flag=True,
-        help="Accept a task this app does not register (one only the workers import).",
-    ),
-)
-
-#: What ``update --unset`` may remove.
-UNSETTABLE = (
-    "args",
-    "kwargs",
-    "queue",
-    "expires",
-    "priority",
-    "overlap",
-    "catch_up",
-    "catch_up_window",
-    "start",
-    "end",
-    "max_runs",
-    "workers",
-    "exclude",
-    "on_excluded",
-)
-
-
-#: The ``--unset`` fields kept in the entry's publish options.
-OPTION_FIELDS = ("queue", "expires", "priority")
-
-
-def definition_options(function: Callable[..., Any]) -> Callable[..., Any]:
-    for option in reversed(DEFINITION_OPTIONS):
-        function = option(function)
-    return function
-
-
-def bad(name: str, option: str, what: str) -> Refused:
-    return Refused(f"entry {name!r}: {option}: {what}")
-
-
-def read_schedule(name: str, given: dict[str, str | None], current: Any = None) -> Any:
-    """The schedule the options give (None if none), as the object ScheduleAdmin takes. On an
-    update of a hashcron (``current``, its stored data), --cron keeps its time zone and --tz
-    alone keeps its expression, so that only what is given changes."""
-    chosen = [key for key in ("cron", "every", "interval", "at") if given.get(key) is not None]
-    if len(chosen) > 1:
-        raise bad(
-            name, "--" + "/--".join(chosen), "give only one of --cron, --every, --interval, --at"
-        )
-    cron = dict(current) if isinstance(current, dict) and "hashcron" in current else None
-    tz = given.get("tz")
-    if tz is not None and chosen != ["cron"] and (chosen or cron is None):
-        raise bad(name, "--tz", "it is the time zone of a --cron expression: give --cron with it")
-    if not chosen and tz is None:
-        return None
-    key = chosen[0] if chosen else "cron"
-    text = given.get(key)
-    if key == "cron":
-        data: dict[str, Any] = {**(cron or {}), "hashcron": text or (cron or {}).get("hashcron")}
-        if tz is not None:
-            data["tz"] = tz
-    elif key == "at":
-        data = {"at": text}
-    else:
-        data = {"every" if key == "every" else "hashinterval": number(name, f"--{key}", text or "")}
-    try:
-        return schedule_object(name, data)
-    except DefinitionError as exc:
-        raise Refused(str(exc)) from None
-
-
-def number(name: str, option: str, text: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        raise bad(name, option, f"{text!r} is not a number of seconds") from None
-
-
-def whole(name: str, option: str, text: str, least: int) -> int:
-    if not text.strip().isdigit() or int(text) < least:
-        raise bad(name, option, f"give a whole number of at least {least}, not {text!r}")
-    return int(text)
-
-
-def read_json(name: str, option: str, text: str, kind: type) -> Any:
-    """``text`` as JSON of ``kind`` (list or dict), or a refusal with an example."""
-    what, example = ("list", "'[42, \"eu\"]'") if kind is list else ("object", "'{\"full\": true}'")
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise bad(name, option, f"not JSON ({exc}); give a JSON {what}: {example}") from None
-    if not isinstance(value, kind):
-        raise bad(name, option, f"give a JSON {what}, such as {example}, not {text}")
-    return value
-
-
-def read_changes(
-    name: str, given: dict[str, str | None], current: dict[str, Any] | None = None
-) -> dict[str, Any]:
-    """The definition fields the options give, as ScheduleAdmin takes them; ``current`` is
-    the stored definition an update changes."""
-    current = current or {}
-    options = dict(current.get("options") or {})
-    changes: dict[str, Any] = {}
-    schedule = read_schedule(name, given, current.get("schedule"))
-    if schedule is not None:
-        changes["schedule"] = schedule
-    for key in ("task", "overlap", "catch_up", "start", "end", "on_excluded"):
-        if given.get(key) is not None:
-            changes[key] = given[key]
-    if given.get("exclude"):
-        changes["exclude"] = list(given["exclude"] or ())
-    if given.get("args") is not None:
-        changes["args"] = read_json(name, "--args", given["args"] or "", list)
-    if given.get("kwargs") is not None:
-        changes["kwargs"] = read_json(name, "--kwargs", given["kwargs"] or "", dict)
-    if given.get("queue") is not None:
-        options["queue"] = given["queue"]
-    if given.get("expires") is not None:
-        options["expires"] = number(name, "--expires", given["expires"] or "")
-    if given.get("priority") is not None:
-        options["priority"] = whole(name, "--priority", given["priority"] or "", 0)
-    if options != dict(current.get("options") or {}):
-        changes["options"] = options
-    if given.get("catch_up_window") is not None:
-        changes["catch_up_window"] = number(
-            name, "--catch-up-window", given["catch_up_window"] or ""
-        )
-    if given.get("max_runs") is not None:
-        changes["max_runs"] = whole(name, "--max-runs", given["max_runs"] or "", 1)
-    workers = given.get("workers")
-    if workers is not None:
-        nodes = [node.strip() for node in workers.split(",")]
-        if workers != "*" and not all(nodes):
-            raise bad(name, "--workers", f"give '*' or node names apart by commas, not {workers!r}")
-        changes["workers"] = "*" if workers == "*" else nodes
-    return changes
 
 
 def next_slot_line(admin: ScheduleAdmin, name: str) -> str:
@@ -285,10 +100,18 @@ def add(
         raise bad(name, "--task", "give the task to send")
     if all(given.get(key) is None for key in ("cron", "every", "interval", "at")):
         raise bad(name, "--cron, --every, --interval or --at", "give the entry's schedule")
+    reason = given.pop("reason", None) or ""
     changes = read_changes(name, given)
     task, schedule = changes.pop("task"), changes.pop("schedule")
     with opened_admin(app_name) as admin:
-        admin.add(name, task, schedule, allow_unregistered_task=allow_unregistered_task, **changes)
+        admin.add(
+            name,
+            task,
+            schedule,
+            allow_unregistered_task=allow_unregistered_task,
+            reason=reason,
+            **changes,
+        )
         if as_json:
             echo_json(entry_json(admin, name, "added"))
         else:
@@ -326,6 +149,7 @@ def update(
         raise bad(
             name, "--unset", f"{unknown[0]!r} cannot be removed; give {', '.join(UNSETTABLE)}"
         )
+    reason = given.pop("reason", None) or ""
     if not unset and all(value is None for value in given.values()):
         raise bad(name, "update", "nothing to change: give an option (hashbeat update -h)")
     with opened_admin(app_name) as admin:
@@ -344,6 +168,7 @@ def update(
             name,
             allow_unregistered_task=allow_unregistered_task,
             revision=view.revision,
+            reason=reason,
             **changes,
         )
         click.echo(f"updated {name!r}: {next_slot_line(admin, name)}")
@@ -352,7 +177,8 @@ def update(
 @click.command()
 @click.argument("name")
 @app_option
-def remove(name: str, app_name: str | None) -> None:
+@REASON
+def remove(name: str, app_name: str | None, reason: str) -> None:
     """Remove store entry NAME (and its pause); its slots stop, its history stays. Entries of
     beat_schedule are removed from the configuration instead.
 
@@ -361,14 +187,14 @@ def remove(name: str, app_name: str | None) -> None:
       hashbeat remove report-42 -A proj
     """
     with opened_admin(app_name) as admin:
-        admin.remove(name)
+        admin.remove(name, reason=reason)
     click.echo(f"removed {name!r}")
 
 
 @click.command()
 @click.argument("name")
 @app_option
-@click.option("--reason", default="", help="Why, shown by hashbeat entries and show.")
+@click.option("--reason", default="", help="Why, shown by entries and show, kept in the audit.")
 def pause(name: str, app_name: str | None, reason: str) -> None:
     """Pause entry NAME, of the store or of beat_schedule: none of its slots is sent until it
     is resumed (a trigger still is).
@@ -390,7 +216,8 @@ def pause(name: str, app_name: str | None, reason: str) -> None:
     is_flag=True,
     help="Send what the pause held back, as the entry's catch-up policy says.",
 )
-def resume(name: str, app_name: str | None, catch_up: bool) -> None:
+@REASON
+def resume(name: str, app_name: str | None, catch_up: bool, reason: str) -> None:
     """Resume entry NAME from now: the slots the pause held back are not sent, unless
     --catch-up asks for them (with catch_up="all", a long pause makes a burst).
 
@@ -399,7 +226,7 @@ def resume(name: str, app_name: str | None, catch_up: bool) -> None:
       hashbeat resume nightly-report -A proj
     """
     with opened_admin(app_name) as admin:
-        resumed = admin.resume(name, catch_up=catch_up)
+        resumed = admin.resume(name, catch_up=catch_up, reason=reason)
         line = next_slot_line(admin, name)
     if not resumed:
         click.echo(f"{name!r} is not paused; nothing changed: {line}")
@@ -416,8 +243,9 @@ def resume(name: str, app_name: str | None, catch_up: bool) -> None:
     is_flag=True,
     help="Run it even while a run of it is in progress and its overlap is skip (recorded).",
 )
+@REASON
 @json_option
-def trigger(name: str, app_name: str | None, force: bool, as_json: bool) -> None:
+def trigger(name: str, app_name: str | None, force: bool, reason: str, as_json: bool) -> None:
     """Ask for one run of entry NAME now; print its task id, then what becomes of it. The
     leader sends it within a second (or, with no leader, when one leads), once, with a task id
     of its own and the header hashbeat_trigger; the entry's slots do not move.
@@ -432,7 +260,7 @@ def trigger(name: str, app_name: str | None, force: bool, as_json: bool) -> None
       hashbeat trigger nightly-report -A proj --force --json
     """
     with opened_admin(app_name) as admin:
-        triggered = admin.trigger(name, force=force)
+        triggered = admin.trigger(name, force=force, reason=reason)
     if as_json:
         echo_json(triggered.as_json())
     else:

@@ -21,7 +21,7 @@ from celery.app.utils import find_app
 from celery.bin.base import CLIContext
 
 from celery_hashbeat.cli.output import SetupError, StoreFailure
-from celery_hashbeat.control.admin import Planned, plan_schedule
+from celery_hashbeat.control.views import Planned, plan_schedule
 from celery_hashbeat.entries.catalog import Catalog
 from celery_hashbeat.entries.entry import Entry
 from celery_hashbeat.entries.errors import EntryError

@@ -30,7 +30,7 @@ Exit codes:
   0  success
   1  findings: lint warnings, or status --check found no leader
   2  usage: a bad option, argument or expression, or an entry definition
-     refused (nothing stored changed)
+     refused (nothing stored changed); plan: the candidate changes something
   3  setup: the app, its hashbeat settings or entries, or an optional
      dependency cannot be used; or no entry of that name
   4  store: unreachable, it refused the credentials, or it is read-only

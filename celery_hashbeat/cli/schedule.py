@@ -69,9 +69,9 @@ class Row:
     #: Why no next run is shown: the leader sends it none now ("paused", "max_runs 3 used
     #: up"), or an interval's slots count from the leader's anchor, which was not read.
     silent: str | None = None
-    #: The days its calendar excludes, and what a slot on one does (docs/design.md §19).
+    #: The days its calendar excludes, and what a slot on one does (docs/design.md §20).
     excluding: str | None = None
-    #: A one-shot's state (docs/design.md §20): done, or when it fires.
+    #: A one-shot's state (docs/design.md §21): done, or when it fires.
     one_shot: str | None = None
 
 

@@ -30,7 +30,8 @@ from celery_hashbeat.cli.output import (
     stamp_iso,
     table,
 )
-from celery_hashbeat.control.admin import EntryView, ScheduleAdmin, UnknownEntryError
+from celery_hashbeat.control.admin import ScheduleAdmin, UnknownEntryError
+from celery_hashbeat.control.views import EntryView
 from celery_hashbeat.control.words import schedule_text
 from celery_hashbeat.observe.history import (
     HISTORY_CAP,

@@ -187,7 +187,7 @@ def app_sources(app: Celery, entries: list[Entry]) -> tuple[Sources, Sources, bo
     for entry in entries:
         outer, given = entry.source, entry.schedule
         hashed.append(outer)
-        # A calendar (docs/design.md §19) applies to the plain cron reading too.
+        # A calendar (docs/design.md §20) applies to the plain cron reading too.
         calendar = outer if isinstance(outer, CalendarSlots) else None
         source = calendar.inner if calendar is not None else outer
         if isinstance(given, hashcron):

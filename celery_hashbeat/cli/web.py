@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from celery_hashbeat.cli.admin import Refused
+from celery_hashbeat.cli.changes import Refused
 from celery_hashbeat.cli.loading import app_option, beat_schedule, require_app
 from celery_hashbeat.cli.output import SetupError
 

@@ -3,21 +3,22 @@
 Every change is checked by the beats' own build path (the catalog) before anything is written,
 and written in one atomic store call; the leader applies it within a second. Config entries
 (those in ``beat_schedule``) can be paused, resumed and triggered; store entries can also be
-added, updated and removed. What it shows of an entry, and what the ``hashbeat`` commands show
-(``plan_schedule``), is the catalog a leader holds and the slots it plans (docs/design.md §8).
+added, updated and removed. What it shows of an entry (control/views.py) is the catalog a
+leader holds and the slots it plans (docs/design.md §8).
 """
 
 from __future__ import annotations
 
 import builtins
+import copy
 import functools
-import json
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
+from celery_hashbeat.control.audit import Change, as_data, trail, who_am_i
+from celery_hashbeat.control.audit import record as write_change
 from celery_hashbeat.control.definitions import (
     STORED_KEYS,
     DefinitionError,
@@ -25,39 +26,38 @@ from celery_hashbeat.control.definitions import (
     Trigger,
     check_name,
     decode,
-    decode_pause,
     encode,
     encode_pause,
     encode_trigger,
-    schedule_data,
 )
-from celery_hashbeat.control.polling import ControlState
-from celery_hashbeat.entries.building import as_definition
+from celery_hashbeat.control.views import (
+    NEXT_SLOTS,
+    RECENT,
+    EntryView,
+    Planned,
+    entry_views,
+    pause_of,
+    plan_schedule,
+    recent_outcomes,
+    stored_data,
+)
 from celery_hashbeat.entries.catalog import Catalog
 from celery_hashbeat.entries.errors import EntryError
-from celery_hashbeat.entries.oneshot import once_state
 from celery_hashbeat.errors import HashbeatError
-from celery_hashbeat.observe.history import Record, newest_first
+from celery_hashbeat.observe.history import Record
 from celery_hashbeat.schedules import at as at_schedule
 from celery_hashbeat.settings import Settings
 from celery_hashbeat.store import StoreConfigError, StoreError, StoreReadOnly, open_store
 from celery_hashbeat.store.controls import DEFINITION, PAUSE
+from celery_hashbeat.store.operations import AUDIT_KEEP
 from celery_hashbeat.store.options import mask_url
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Sequence
 
     from celery import Celery
 
-    from celery_hashbeat.entries.entry import Entry
     from celery_hashbeat.store import Store
-    from celery_hashbeat.store.base import Fence, Roster
-
-#: Slots listed per entry by ``get`` and ``list``.
-NEXT_SLOTS = 10
-
-#: Outcomes listed per entry by ``get``.
-RECENT = 10
 
 
 class AdminError(ValueError, HashbeatError):
@@ -171,92 +171,16 @@ def store_problem(exc: StoreError | StoreConfigError) -> StoreProblemError:
     return problem
 
 
-@dataclass(frozen=True)
-class EntryView:
-    """One entry as ``list`` and ``get`` show it."""
-
-    name: str
-    #: "config" (beat_schedule) or "store".
-    source: str
-    #: The definition as JSON data (a config entry's schedule as stored data where it can be).
-    definition: dict[str, Any]
-    pause: Pause | None
-    #: The next slots (epoch ms) the leader sends, up to NEXT_SLOTS (a fanned-out entry's: its
-    #: copies' together), as the leader plans them; empty for one it sends no more.
-    next_slots: list[int]
-    recent: list[Record]
-    #: A store entry's revision (1 when added, one more per update); None for a config entry.
-    #: ``update(..., revision=...)`` changes the entry only if it is still this one.
-    revision: int | None = None
-    #: A one-shot's state (docs/design.md §20): done, or when it fires; None for other entries.
-    state: str | None = None
-
-    @property
-    def paused(self) -> bool:
-        return self.pause is not None and self.pause.paused
-
-
-@dataclass(frozen=True)
-class Planned:
-    """The schedule as a leader holds it, built without one: the catalog (docs/design.md §8), the
-    message of each entry a beat would refuse, the operators' floors and the leader's census."""
-
-    catalog: Catalog
-    refusals: dict[str, str]
-    #: Entry -> the instant its slots count from since an add, update or resume (§13).
-    floors: dict[str, int]
-    #: The leader's last census of live workers (None: none yet, or no store read).
-    roster: Roster | None
-    #: The entries paused now, by name, as every beat reads them from the store.
-    paused: dict[str, Pause] = field(default_factory=dict)
-
-    def next_slots(self, name: str, fence: Fence | None, now_ms: int, count: int) -> list[int]:
-        """Entry ``name``'s next ``count`` slots as the leader plans them from ``fence``: none
-        while it (or the entry it is a copy of) is paused, none past its ``max_runs``."""
-        return self.catalog.next_slots(name, fence, self.floors, now_ms, count, self.paused)
-
-    def silent(self, name: str, fence: Fence | None) -> str | None:
-        """Why the leader sends no slot of entry ``name`` it runs, in a few words ("paused",
-        "max_runs 3 used up"); None when nothing holds it back."""
-        entry = self.catalog.entries.get(name)
-        if entry is None:
-            return None
-        if self.catalog.held(name, self.paused):
-            return "paused"
-        runs = 0 if fence is None else fence.runs
-        if entry.max_runs is not None and runs >= entry.max_runs:
-            return f"max_runs {entry.max_runs} used up"
-        return None
-
-
-def plan_schedule(
-    app: Celery,
-    settings: Settings,
-    configured: Mapping[str, Any],
-    store: Store | None,
-    now_ms: int,
-) -> Planned:
-    """``configured`` (beat_schedule) and, with ``store``, the stored entries (read as a beat
-    reads them), their floors and the leader's census, built by the beats' catalog."""
-    controls = ControlState(report_unreadable=False)  # the commands list them themselves
-    stored: dict[str, Any] = {}
-    roster = None
-    if store is not None:
-        changed = controls.poll(store.changes(controls.version))
-        stored = {name: d for name, d in changed.definitions.items() if d is not None}
-        roster = store.roster()
-    nodes = None if roster is None else roster.nodes
-    catalog, refusals = Catalog.preview(app, settings, now_ms, configured, stored, nodes)
-    return Planned(catalog, refusals, controls.floors, roster, dict(controls.paused))
-
-
 class ScheduleAdmin:
     """The schedule of ``app``'s beats, changed at run time through its store. Every failure
     is an AdminError or one of its subclasses (UnknownEntryError, StoreProblemError,
     ConflictError, RunInProgressError)."""
 
-    def __init__(self, app: Celery, store: Store | None = None) -> None:
+    def __init__(self, app: Celery, store: Store | None = None, who: str | None = None) -> None:
+        """``who`` names the user on whose behalf the changes are made (the console's Django
+        user), for the audit trail, beside the process's OS user and host."""
         self.app = app
+        self.who = who
         try:
             self.settings = Settings.from_conf(app.conf, warn=False)
         except Exception as exc:  # ImproperlyConfigured, worded for the setting at fault
@@ -265,6 +189,13 @@ class ScheduleAdmin:
         self._finalized = False
         #: Wall-clock seconds since the epoch, as the beats' (changes are stamped with it).
         self.clock: Callable[[], float] = time.time
+
+    def on_behalf_of(self, who: str | None) -> ScheduleAdmin:
+        """This admin, on the same store, recording its changes as made for ``who`` (a console
+        shares one admin among its users, and names each request's)."""
+        acting = copy.copy(self)
+        acting.who = who
+        return acting
 
     @property
     def store(self) -> Store:
@@ -296,12 +227,13 @@ class ScheduleAdmin:
         *,
         allow_unregistered_task: bool = False,
         at: Any = None,
+        reason: str = "",
         **more: Any,
     ) -> None:
         """Add a store entry; it fires at its first slot after now. ``more`` takes the other
         definition keys (catch_up, catch_up_window, overlap, workers, start, end, max_runs,
         exclude, on_excluded). ``at`` (an aware datetime or ISO 8601 text) makes it a one-shot
-        in place of ``schedule`` (docs/design.md §20)."""
+        in place of ``schedule`` (docs/design.md §21)."""
         self._not_configured(name, "add")
         schedule = one_shot_or(name, schedule, at)
         definition = {
@@ -317,6 +249,7 @@ class ScheduleAdmin:
             raise AdminError(
                 f"entry {name!r} is in the store already: change it with update, or remove it first"
             )
+        self._audit("add", name, None, stored_data(name, text), reason)
 
     @admin_errors
     def update(
@@ -325,6 +258,7 @@ class ScheduleAdmin:
         *,
         allow_unregistered_task: bool = False,
         revision: int | None = None,
+        reason: str = "",
         **changes: Any,
     ) -> None:
         """Change some fields of a store entry (None removes an optional one); applied from
@@ -352,13 +286,16 @@ class ScheduleAdmin:
         )
         if self.store.swap_definition(name, stored, text) is None:
             raise ConflictError(self._conflict(name, "it was changed or removed meanwhile"))
+        self._audit("update", name, stored_data(name, stored), stored_data(name, text), reason)
 
     @admin_errors
-    def remove(self, name: str) -> None:
+    def remove(self, name: str, reason: str = "") -> None:
         """Remove a store entry (and its pause); its slots stop, its history stays."""
         self._not_configured(name, "remove")
+        before = self.store.controls_of(name)[0]
         if self.store.edit(name, {DEFINITION: None, PAUSE: None}, require=True) is None:
             raise UnknownEntryError(f"no store entry {name!r}: `hashbeat entries` lists them")
+        self._audit("remove", name, before and stored_data(name, before), None, reason)
 
     # Any entry --------------------------------------------------------------------------------
 
@@ -368,24 +305,28 @@ class ScheduleAdmin:
         self._existing(name)
         if not isinstance(reason, str):
             raise AdminError(f"entry {name!r}: the reason must be text, not {reason!r}")
+        before = self.store.controls_of(name)[1]
         record = encode_pause(Pause(True, reason, self._now_ms()))
         self.store.edit(name, {PAUSE: record})
+        self._audit("pause", name, as_data(before), as_data(record), reason)
 
     @admin_errors
-    def resume(self, name: str, catch_up: bool = False) -> bool:
+    def resume(self, name: str, catch_up: bool = False, reason: str = "") -> bool:
         """Send the entry's slots again: from now on, or, with ``catch_up``, from its last sent
         slot, as its catch-up policy says (a long pause with catch_up="all" sends a burst).
         False, with nothing changed, for an entry that is not paused."""
         self._existing(name)
-        pause = self._pause(name, self.store.controls_of(name)[1])
+        before = self.store.controls_of(name)[1]
+        pause = pause_of(name, before)
         if pause is None or not pause.paused:
             return False
         record = None if catch_up else encode_pause(Pause(False, resumed=self._now_ms()))
         self.store.edit(name, {PAUSE: record})
+        self._audit("resume", name, as_data(before), as_data(record), reason, catch_up=catch_up)
         return True
 
     @admin_errors
-    def trigger(self, name: str, force: bool = False) -> Triggered:
+    def trigger(self, name: str, force: bool = False, reason: str = "") -> Triggered:
         """Ask for one run now, with a task id of its own; returns that id (a Triggered, which
         says what becomes of it). The leader sends it within a second (or when a beat leads
         again), once, as the entry's ``overlap`` says (docs/design.md §12); the entry's slots do
@@ -410,7 +351,9 @@ class ScheduleAdmin:
                 f"anyway with --force (force=True)"
             )
         task_id = str(uuid.uuid4())
-        self.store.ask(encode_trigger(Trigger(name, task_id, asked, force)))
+        request = encode_trigger(Trigger(name, task_id, asked, force))
+        self.store.ask(request)
+        self._audit("trigger", name, None, as_data(request), reason, task_id=task_id, force=force)
         return Triggered(task_id, name, overlap, running, force)
 
     @admin_errors
@@ -442,7 +385,36 @@ class ScheduleAdmin:
             self.app, self.settings, self._configured(), self.store, self._now_ms()
         )
 
+    def _views(
+        self,
+        wanted: builtins.list[str] | None,
+        recent: int = RECENT,
+        count: int = NEXT_SLOTS,
+        planned: Planned | None = None,
+    ) -> builtins.list[EntryView]:
+        now = self._now_ms()
+        if planned is None:
+            planned = plan_schedule(self.app, self.settings, self._configured(), self.store, now)
+        return entry_views(planned, self.store, now, wanted, recent, count)
+
+    def recent(self, name: str, count: int = RECENT) -> builtins.list[Record]:
+        """The entry's newest ``count`` outcomes, newest first by when each happened (records
+        that do not read back are left out)."""
+        return recent_outcomes(self.store, name, count)
+
+    @admin_errors
+    def audit(self, name: str | None = None, limit: int = AUDIT_KEEP) -> builtins.list[Change]:
+        """The audit trail, newest first: every operator change, or entry ``name``'s."""
+        return trail(self.store, name, limit)
+
     # Helpers ----------------------------------------------------------------------------------
+
+    def _audit(
+        self, action: str, name: str, before: Any, after: Any, reason: str, **details: Any
+    ) -> None:
+        """Record a change that landed in the audit trail (control/audit.py)."""
+        who = who_am_i(self.who, self.settings.store_url)
+        write_change(self.store, Change(action, name, who, before, after, reason, details=details))
 
     def _configured(self) -> dict[str, Any]:
         """beat_schedule as beat sees it: with the entries the app's task modules add
@@ -510,96 +482,6 @@ class ScheduleAdmin:
                 f"(allow_unregistered_task=True, or --allow-unregistered-task)"
             )
         return text
-
-    def _views(
-        self,
-        wanted: builtins.list[str] | None,
-        recent: int = RECENT,
-        count: int = NEXT_SLOTS,
-        planned: Planned | None = None,
-    ) -> builtins.list[EntryView]:
-        now = self._now_ms()
-        if planned is None:
-            planned = plan_schedule(self.app, self.settings, self._configured(), self.store, now)
-        configured = planned.catalog.configured  # Celery's own entries too
-        records = self.store.changes(0).records
-        names = sorted({*configured, *(n for n, (d, _) in records.items() if d is not None)})
-        chosen = names if wanted is None else [n for n in wanted if n in names]
-        copies = planned.catalog.fanout.subs
-        planning = {name: sorted(copies.get(name, (name,))) for name in chosen}
-        fences = self.store.fences([n for group in planning.values() for n in group])
-        views = []
-        for name in chosen:
-            stored, pause_text = records.get(name, (None, None))
-            revision = None
-            if name in configured:
-                source, definition = "config", self._config_data(name, configured[name])
-            else:
-                source, definition = "store", _stored_data(name, cast(str, stored))
-                revision = definition.pop("revision", 0)
-            slots = [
-                slot
-                for planned_name in planning[name]
-                for slot in planned.next_slots(planned_name, fences.get(planned_name), now, count)
-            ]
-            pause = self._pause(name, pause_text)
-            entry, fence = planned.catalog.entries.get(name), fences.get(name)
-            views.append(
-                EntryView(
-                    name,
-                    source,
-                    definition,
-                    pause,
-                    sorted(slots)[:count],
-                    self.recent(name, recent) if recent else [],
-                    revision,
-                    one_shot_state(entry, fence, slots, pause is not None and pause.paused),
-                )
-            )
-        return views
-
-    def recent(self, name: str, count: int = RECENT) -> builtins.list[Record]:
-        """The entry's newest ``count`` outcomes, newest first by when each happened (records
-        that do not read back are left out)."""
-        return newest_first(self.store.history(name))[:count]
-
-    def _config_data(self, name: str, given: Any) -> dict[str, Any]:
-        definition = as_definition(given) or {}
-        data = {key: definition.get(key) for key in ("task", "args", "kwargs", "options")}
-        try:
-            data["schedule"] = schedule_data(name, definition.get("schedule"))
-        except DefinitionError:
-            data["schedule"] = repr(definition.get("schedule"))
-        data["args"] = list(data["args"] or ())
-        data["kwargs"], data["options"] = dict(data["kwargs"] or {}), dict(data["options"] or {})
-        return data
-
-    def _pause(self, name: str, text: str | None) -> Pause | None:
-        try:
-            return None if text is None else decode_pause(name, text)
-        except DefinitionError:
-            return None
-
-
-def _stored_data(name: str, text: str) -> dict[str, Any]:
-    """A stored definition as its JSON data; one that does not read back (written by hand) is
-    shown as ``{"unreadable": why, "stored": text}``, since the beats log and skip it."""
-    try:
-        decode(name, text)
-    except DefinitionError as exc:
-        return {"unreadable": str(exc), "stored": text}
-    data: dict[str, Any] = json.loads(text)
-    data.pop("changed", None)
-    return data
-
-
-def one_shot_state(
-    entry: Entry | None, fence: Fence | None, slots: list[int], paused: bool
-) -> str | None:
-    """A one-shot's state for the views (None for any other entry)."""
-    if entry is None:
-        return None
-    return once_state(entry.source, None if fence is None else fence.slot, slots, paused)
 
 
 def one_shot_or(name: str, schedule: Any, when: Any) -> Any:

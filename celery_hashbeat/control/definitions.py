@@ -10,9 +10,9 @@ one of
 - ``{"hashinterval": 3600}`` (seconds), ``{"every": 60}`` (seconds, a plain interval)
 - ``{"crontab": {"minute": "0", "hour": "*/2", ...}}`` (Celery's crontab, its five fields)
 - ``{"solar": {"event": "sunrise", "lat": 56.95, "lon": 24.1}}``
-- ``{"at": "2026-12-01T09:00:00+01:00"}`` (a one-shot, docs/design.md §20)
+- ``{"at": "2026-12-01T09:00:00+01:00"}`` (a one-shot, docs/design.md §21)
 
-A hashcron or hashinterval may carry ``"exclude": [...]`` and ``"on_excluded"`` (§19); the entry
+A hashcron or hashinterval may carry ``"exclude": [...]`` and ``"on_excluded"`` (§20); the entry
 keys of the same names apply to any schedule.
 
 The pause record of an entry is ``{"paused": true, "reason": ..., "at": <ms>}`` while paused and
@@ -412,7 +412,7 @@ def _ms(value: Any, where: str) -> int:
     return int(value)
 
 
-#: The calendar keys a stored hashcron or hashinterval may carry (docs/design.md §19).
+#: The calendar keys a stored hashcron or hashinterval may carry (docs/design.md §20).
 CALENDAR = ("exclude", "on_excluded")
 
 

@@ -32,7 +32,7 @@ def schedule_text(data: Any) -> str:
 
 def excluding_text(data: dict[str, Any]) -> str:
     """``, excluding sat,sun; holidays:US (next_business_day)`` for a schedule with a calendar
-    (docs/design.md §19)."""
+    (docs/design.md §20)."""
     if not data.get("exclude"):
         return ""
     mode = data.get("on_excluded")

@@ -21,6 +21,7 @@ from celery_hashbeat.entries.derived import DerivedSlots
 from celery_hashbeat.entries.entry import Entry
 from celery_hashbeat.entries.errors import EntryError, ScheduleEnded, ScheduleTooSlow
 from celery_hashbeat.entries.oneshot import OnceSlots
+from celery_hashbeat.entries.promises import promise_keys, promises_of
 from celery_hashbeat.expr.calendar import check_on_excluded
 from celery_hashbeat.expr.slots import CalendarSlots, Slots, to_datetime
 from celery_hashbeat.expr.zones import load_zone
@@ -48,6 +49,10 @@ KNOWN_KEYS = frozenset(
         "max_runs",
         "exclude",
         "on_excluded",
+        # What the entry promises its operators (entries/promises.py).
+        "max_lateness",
+        "alert_after_failures",
+        "pause_after_failures",
     }
 )
 
@@ -76,6 +81,7 @@ def as_definition(definition: Any) -> Mapping[str, Any] | None:
             "overlap": definition.overlap,
             **bounds_of(definition),
             **calendar_keys(definition),
+            **promise_keys(definition.promises),
         }
     if isinstance(definition, ScheduleEntry):
         return {
@@ -157,6 +163,7 @@ def build_entry(
             if start is not None or end is not None:
                 source = BoundedSlots(source, start, end)
         first_slot(source, now)
+        promises = promises_of(name, definition)
     except EntryError:
         raise
     except Exception as exc:
@@ -179,12 +186,13 @@ def build_entry(
         now,
     )
     entry.max_runs = max_runs
+    entry.promises = promises
     return entry
 
 
 def calendar_of(definition: Mapping[str, Any], given: Any) -> tuple[tuple[str, ...], str] | None:
     """The entry's exclude list (its schedule's and its own ``exclude`` key's, in that order)
-    and ``on_excluded`` mode; None when it excludes nothing (docs/design.md §19)."""
+    and ``on_excluded`` mode; None when it excludes nothing (docs/design.md §20)."""
     own = definition.get("exclude")
     specs = (*getattr(given, "exclude", ()), *excluded_days(own))
     if not specs:
@@ -235,7 +243,7 @@ def first_slot(source: Slots, now: int) -> None:
     """Check that ``source`` can say its first slot. A Celery schedule that fails for another
     reason than having ended or being too slow (a database it reads is not up yet) is kept:
     the scheduler asks it again every ``beat_max_loop_interval``, as Celery's own does. A
-    one-shot whose instant has passed is kept too: its fence says whether it ran (§20)."""
+    one-shot whose instant has passed is kept too: its fence says whether it ran (§21)."""
     if isinstance(source, OnceSlots):
         return
     try:

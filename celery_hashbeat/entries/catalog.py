@@ -213,7 +213,7 @@ class Catalog:
         worker list to a placeholder worker), to check it and to see what it runs; a refusal
         raises EntryError with the message a beat would log. ``written``: it is being written
         now, so a one-shot the beats would never send (its instant past, beyond what its
-        catch-up sends) is refused too (docs/design.md §20)."""
+        catch-up sends) is refused too (docs/design.md §21)."""
         refusals: dict[str, str] = {}
         alone = cls(app, settings, lambda: now_ms, ignore_added, refusals.__setitem__)
         alone.fanout.nodes = (PROBE_NODE,)
@@ -234,7 +234,7 @@ class Catalog:
         """Where entry ``name``'s slots count from as a leader plans them: its fence, unless it
         (or the entry it is a copy of) was added, updated or resumed later (its floor), so
         that nothing from before then is ever caught up (docs/design.md §13). A one-shot whose
-        slot was claimed stays done whatever its floor (§20)."""
+        slot was claimed stays done whatever its floor (§21)."""
         floor = floors.get(name) if floors else None
         if floor is not None and is_done_once(self.entries.get(name), fence_ms):
             return fence_ms

@@ -20,6 +20,7 @@ from celery.beat import BeatLazyFunc, ScheduleEntry
 from celery_hashbeat.entries.bounds import BoundedSlots
 from celery_hashbeat.entries.errors import ScheduleEnded
 from celery_hashbeat.entries.oneshot import OnceSlots
+from celery_hashbeat.entries.promises import Promises
 from celery_hashbeat.expr.slots import Slots, to_datetime, to_ms
 from celery_hashbeat.schedules import HashSchedule
 from celery_hashbeat.settings import CatchUp, Overlap
@@ -81,6 +82,7 @@ class Entry(ScheduleEntry):
         "overlap",
         "owner",
         "pending",
+        "promises",
         "relative",
         "run_ttl_ms",
         "slot",
@@ -150,6 +152,8 @@ class Entry(ScheduleEntry):
         self.total_run_count = 0
         #: Sends after which the entry is done (docs/design.md §13), counted in the store.
         self.max_runs: int | None = None
+        #: What it promises its operators (entries/promises.py); None for most entries.
+        self.promises: Promises | None = None
 
     @property
     def last_run_at(self) -> datetime | None:
@@ -247,6 +251,7 @@ class Entry(ScheduleEntry):
             and self.overlap == other.overlap
             and self.run_ttl_ms == other.run_ttl_ms
             and self.max_runs == other.max_runs
+            and self.promises == other.promises
             and self.bounds == other.bounds
             and self.fingerprint == other.fingerprint
             and type(self._schedule) is type(other._schedule)

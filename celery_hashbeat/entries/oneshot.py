@@ -1,4 +1,4 @@
-"""One-shot entries (docs/design.md §20): one slot, then done.
+"""One-shot entries (docs/design.md §21): one slot, then done.
 
 The slot is the ``at`` instant. Once a beat claims it the store's fence holds exactly that slot,
 which is how every later leader, restart or re-read of the configuration knows the run is done:

@@ -1,4 +1,4 @@
-"""Exclusion calendars: the days a schedule does not fire on (docs/design.md §19).
+"""Exclusion calendars: the days a schedule does not fire on (docs/design.md §20).
 
 An ``exclude`` list is text (``"2026-12-25"``, ``"2026-12-24..2026-12-31"``, ``"*-12-25"``,
 ``"sat,sun"``, ``"holidays:US"``, ``"ical:/path/file.ics"``), parsed once into plain data, a

@@ -186,7 +186,7 @@ class ChainSlots(Slots):
 
 class CalendarSlots(Slots):
     """The slots of ``inner`` with the days ``calendar`` excludes (in zone ``tz``) left out, or
-    moved to the nearest day it does not exclude, at the same time of day (docs/design.md §19).
+    moved to the nearest day it does not exclude, at the same time of day (docs/design.md §20).
 
     The common case costs a comparison: the bounds of the local day asked last are kept, with
     whether its slots stand as they are (the day is open and, when slots move, no neighbour's

@@ -8,6 +8,8 @@ label only when ``hashbeat_metrics_entry_labels`` is on: otherwise 100,000 entri
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import generate_latest
 
@@ -86,6 +88,40 @@ class Metrics:
             "Seconds since the tick loop last turned (what /livez judges)",
             registry=registry,
         )
+        # The promises of entries that make them (docs/design.md §19). Without per-entry
+        # labels each gauge shows the entry doing worst: the oldest last success, the longest
+        # run of failures, so that one alert rule still fires for any entry.
+        self.last_success = Gauge(
+            "hashbeat_entry_last_success_timestamp_seconds",
+            "When the entry's task last succeeded (epoch seconds), for entries with promises",
+            per_entry,
+            registry=registry,
+        )
+        self.consecutive_failures = Gauge(
+            "hashbeat_entry_consecutive_failures",
+            "Failures of the entry's task in a row since its last success",
+            per_entry,
+            registry=registry,
+        )
+        self.late = Counter(
+            "hashbeat_entry_late",
+            "Sends later after their slot than the entry's max_lateness",
+            per_entry,
+            registry=registry,
+        )
+        # What the alert rules compare those with (docs/alerts.yml).
+        self.alert_after = Gauge(
+            "hashbeat_entry_alert_after_failures",
+            "The entry's alert_after_failures: its alert fires at this many failures in a row",
+            per_entry,
+            registry=registry,
+        )
+        self.interval = Gauge(
+            "hashbeat_entry_interval_seconds",
+            "Seconds between the entry's next two slots, for the entries with promises",
+            per_entry,
+            registry=registry,
+        )
         self._was_leader = False
 
     def set_leader(self, leader: bool) -> None:
@@ -104,6 +140,38 @@ class Metrics:
 
     def count_missed(self, entry: str, count: int) -> None:
         (self.missed.labels(entry) if self.entry_labels else self.missed).inc(count)
+
+    def count_late(self, entry: str) -> None:
+        (self.late.labels(entry) if self.entry_labels else self.late).inc()
+
+    def set_outcomes(self, outcomes: Mapping[str, tuple[int, float | None]]) -> None:
+        """Entry -> (failures in a row, last success in epoch seconds or None if unknown)."""
+        if self.entry_labels:
+            for entry, (failures, success_s) in outcomes.items():
+                self.consecutive_failures.labels(entry).set(failures)
+                if success_s is not None:
+                    self.last_success.labels(entry).set(success_s)
+            return
+        if outcomes:
+            self.consecutive_failures.set(max(f for f, _ in outcomes.values()))
+            known = [s for _, s in outcomes.values() if s is not None]
+            if known:
+                self.last_success.set(min(known))
+
+    def set_promises(self, promises: Mapping[str, tuple[int | None, float | None]]) -> None:
+        """Entry -> (its alert_after_failures, its interval in seconds), None where unknown;
+        without per-entry labels, the smallest of each (the first alert to fire)."""
+        gauges = (self.alert_after, self.interval)
+        if self.entry_labels:
+            for entry, values in promises.items():
+                for gauge, value in zip(gauges, values, strict=True):
+                    if value is not None:
+                        gauge.labels(entry).set(value)
+            return
+        for index, gauge in enumerate(gauges):
+            known = [float(v) for values in promises.values() if (v := values[index]) is not None]
+            if known:
+                gauge.set(min(known))
 
     def exposition(self) -> bytes:
         """The registry in Prometheus' text format."""

@@ -54,6 +54,8 @@ class Watch:
         self.holder: str | None = None
         #: Why this beat's way to the broker is stuck (it gave up the lease over it), or None.
         self.broker_stuck: str | None = None
+        #: Entry -> its max_lateness (ms), for the entries that set one (beat/promises.py).
+        self.late_after_ms: dict[str, int] = {}
 
     # The tick loop
 
@@ -119,6 +121,9 @@ class Watch:
         )
         if self.metrics is not None:
             self.metrics.count_sent(entry, lateness / 1000)
+            late_after = self.late_after_ms.get(entry) if self.late_after_ms else None
+            if late_after is not None and lateness > late_after:
+                self.metrics.count_late(entry)
 
     def triggered(
         self, entry: str, task_id: str, asked_ms: int, published_ms: int, forced: bool = False

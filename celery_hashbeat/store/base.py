@@ -40,6 +40,7 @@ from celery_hashbeat._logs import STORE
 from celery_hashbeat._outage import Once
 from celery_hashbeat.errors import HashbeatError
 from celery_hashbeat.store.controls import Changes, ControlRecords
+from celery_hashbeat.store.operations import AUDIT_KEEP, AUDIT_KEEP_MS, OperatorRecords
 
 logger = STORE
 
@@ -185,19 +186,21 @@ def _digits(text: str) -> bool:
     return text.isascii() and text.isdigit()
 
 
-class Store(ControlRecords, abc.ABC):
+class Store(ControlRecords, OperatorRecords, abc.ABC):
     """One protocol, three implementations: Redis for HA, SQLite for one host, PostgreSQL for
     the shops whose shared server it is.
 
     The runtime controls (stored entries, pauses, triggers, store/controls.py) are each store's
     ControlRecords object, given here; the ControlRecords methods below hand over to it, so that
-    callers keep one object to talk to.
+    callers keep one object to talk to. So are the operators' records (the audit trail and the
+    running schedules, store/operations.py), each store's OperatorRecords object.
     """
 
-    def __init__(self, url: str, records: ControlRecords) -> None:
+    def __init__(self, url: str, records: ControlRecords, operations: OperatorRecords) -> None:
         #: The store's URL with any password masked: safe to log.
         self.url = url
         self._records = records
+        self._operations = operations
         #: The (entry, value) pairs already logged as unreadable, so each is logged once.
         self._unreadable = Once()
 
@@ -226,6 +229,18 @@ class Store(ControlRecords, abc.ABC):
 
     def give_back_triggers(self, token: str, triggers: Sequence[str]) -> bool:
         return self._records.give_back_triggers(token, triggers)
+
+    def write_audit(self, record: str, keep: int = AUDIT_KEEP, keep_ms: int = AUDIT_KEEP_MS) -> int:
+        return self._operations.write_audit(record, keep, keep_ms)
+
+    def audit_trail(self, limit: int = AUDIT_KEEP) -> list[tuple[int, str]]:
+        return self._operations.audit_trail(limit)
+
+    def record_schedule(self, digest: str, definitions: str) -> None:
+        self._operations.record_schedule(digest, definitions)
+
+    def schedules(self) -> dict[str, str]:
+        return self._operations.schedules()
 
     def _parse_fences(
         self, stored: Iterable[tuple[str, str]], counts: Mapping[str, int] | None = None

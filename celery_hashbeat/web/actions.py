@@ -1,5 +1,5 @@
-"""The console's actions on one entry, through ScheduleAdmin, logged with who asked. The standalone
-app and the Django admin both call ``act``, so the two cannot drift apart."""
+"""The console's actions on one entry, through ScheduleAdmin, logged and audited with who asked.
+The standalone app and the Django admin both call ``act``, so the two cannot drift apart."""
 
 from __future__ import annotations
 
@@ -18,7 +18,9 @@ class UnknownActionError(AdminError):
 
 def act(admin: ScheduleAdmin, action: str, name: str, form: Mapping[str, str], who: str) -> str:
     """Do ``action`` on entry ``name`` and return the line the page shows; AdminError as
-    ScheduleAdmin raises it when refused (nothing changed)."""
+    ScheduleAdmin raises it when refused (nothing changed). The change is recorded in the
+    store's audit trail as made for ``who``."""
+    admin = admin.on_behalf_of(who)
     if action == "pause":
         reason = form.get("reason", "").strip()
         admin.pause(name, reason)

@@ -212,6 +212,7 @@ class ConsoleApp:
             row=row,
             view=view,
             history=console.history(name),
+            audit=console.audit(name),
             spread=svg(picture, name),
             picture=picture,
             now=console.now_ms,

@@ -16,8 +16,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from celery_hashbeat.control.admin import EntryView, Planned, ScheduleAdmin
+from celery_hashbeat.control.admin import ScheduleAdmin
+from celery_hashbeat.control.audit import Change
 from celery_hashbeat.control.polling import ControlState
+from celery_hashbeat.control.views import EntryView, Planned
 from celery_hashbeat.control.words import schedule_text
 from celery_hashbeat.expr.balance import shape_of
 from celery_hashbeat.expr.errors import CronSyntaxError
@@ -223,6 +225,10 @@ class Console:
         names = [name, *sorted(self.planned.catalog.fanout.subs.get(name, ()))]
         records = [record for each in names for record in self.admin.recent(each, HISTORY)]
         return sorted(records, key=lambda record: record.at, reverse=True)[:HISTORY]
+
+    def audit(self, name: str) -> list[Change]:
+        """The entry's newest changes in the store's audit trail, newest first."""
+        return self.admin.audit(name, HISTORY)
 
     def same_shape(self, name: str) -> list[str]:
         """The entries whose schedules have the shape of ``name``'s, ``name`` first."""

@@ -1,4 +1,4 @@
-"""Exclusion calendars in running beats (docs/design.md §19): in-process schedulers on the real
+"""Exclusion calendars in running beats (docs/design.md §20): in-process schedulers on the real
 Redis (store and broker) and a clock the test moves. A slot on an excluded day is not sent; a
 moved slot is sent once, on the open day, with the task id of the instant it is sent at, by
 whichever beat leads. T0 is 2030-01-01T00:00Z, a Tuesday."""

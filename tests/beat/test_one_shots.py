@@ -1,4 +1,4 @@
-"""One-shot entries (docs/design.md §20) in running beats: in-process schedulers on the real Redis
+"""One-shot entries (docs/design.md §21) in running beats: in-process schedulers on the real Redis
 (store and broker) and a clock the test moves. A one-shot is sent once at its instant, by
 whichever beat leads, and never again: not after a restart, a re-read configuration or a
 take-over; a beat that was down at the instant sends it late by the catch-up rules."""

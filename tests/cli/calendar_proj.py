@@ -1,5 +1,5 @@
 """A Celery app with calendars and a one-shot, for the command line tests of the views
-(docs/design.md §19, §20); its store is named by the environment, as tests/cli/proj.py's is."""
+(docs/design.md §20, §21); its store is named by the environment, as tests/cli/proj.py's is."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """``hashbeat add --exclude/--on-excluded/--at``, ``show``, ``schedule`` and ``explain`` for
-calendars and one-shots (docs/design.md §19, §20), as an operator runs them: real processes
+calendars and one-shots (docs/design.md §20, §21), as an operator runs them: real processes
 against a real Redis store. Each refusal is one line with exit code 2 that stores nothing."""
 
 from __future__ import annotations

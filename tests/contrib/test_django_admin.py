@@ -82,3 +82,7 @@ def test_a_user_with_the_change_permission_pauses_and_the_store_has_the_reason(
     assert view.paused
     assert view.pause is not None
     assert view.pause.reason == "audit"
+    change = admin.audit("stored-report")[0]  # the newest: the fixture added the entry
+    assert (change.action, change.who.user, change.reason) == ("pause", "django:operator2", "audit")
+    page = client.get("/admin/hashbeat/entry/entry/?name=stored-report").content.decode()
+    assert "django:operator2 (" in page[page.index("Audit trail") :]

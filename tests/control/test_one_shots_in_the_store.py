@@ -1,4 +1,4 @@
-"""One-shots kept in the store (docs/design.md §20): ``ScheduleAdmin.add(name, ..., at=...)``
+"""One-shots kept in the store (docs/design.md §21): ``ScheduleAdmin.add(name, ..., at=...)``
 checked on the build path, sent once by the running beats (an update or a failover does not send
 it again), shown as done, and removed from the store after the documented retention.
 In-process beats on the real Redis (store and broker) and a clock the test moves."""

@@ -1,4 +1,4 @@
-"""Exclusion calendars (docs/design.md §19) in the engine: the exclude texts, the days they
+"""Exclusion calendars (docs/design.md §20) in the engine: the exclude texts, the days they
 exclude, and the slots of a schedule with a calendar (skipped, moved to the next or previous open
 day). The ``holidays`` package itself is the oracle for a year of slots; days are counted in the
 schedule's own zone."""

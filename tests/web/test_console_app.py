@@ -98,6 +98,15 @@ def test_a_signed_in_pause_reaches_the_store_with_its_reason(
     assert view.paused
     assert view.pause is not None
     assert view.pause.reason == "supplier outage"
+    (change,) = admin.audit("nightly")
+    assert (change.action, change.who.user, change.reason) == (
+        "pause",
+        "console",
+        "supplier outage",
+    )
+    page = client.get("/entry?name=nightly").get_data(as_text=True)
+    audit = page[page.index('id="audit-heading"') :]
+    assert "supplier outage" in audit and "console (" in audit
 
 
 def test_a_bad_expression_is_shown_beside_the_schedule_field_and_nothing_is_stored(

@@ -113,7 +113,18 @@ def trigger_schedule() -> dict[str, dict[str, Any]]:
     }
 
 
+def promises_schedule() -> dict[str, dict[str, Any]]:
+    """Every 2 s: a task that always fails, paused by the leader after 3 failures in a row,
+    and one that succeeds, with the same promises (tests/worker/test_promises.py)."""
+    promises = {"pause_after_failures": 3, "alert_after_failures": 2, "max_lateness": 60}
+    return {
+        "flaky": {"task": "workers.fail", "schedule": hashcron(EVERY_2S), **promises},
+        "healthy": {"task": "workers.run", "schedule": hashcron(EVERY_2S), **promises},
+    }
+
+
 SCHEDULES = {
+    "promises": promises_schedule,
     "revoke": revoke_schedule,
     "overlap": overlap_schedule,
     "fanout": fanout_schedule,
@@ -141,6 +152,11 @@ app.conf.update(
     hashbeat_catch_up="all",
     beat_schedule=SCHEDULES[os.environ.get("HASHBEAT_WORKERS_SCHEDULE", "overlap")](),
 )
+if os.environ.get("HASHBEAT_WORKERS_HTTP_PORT"):  # the beat's /metrics, per entry
+    app.conf.update(
+        hashbeat_http_port=int(os.environ["HASHBEAT_WORKERS_HTTP_PORT"]),
+        hashbeat_metrics_entry_labels=True,
+    )
 
 #: The record's connection, made per worker process, after the fork.
 _clients: dict[int, redis.Redis[str]] = {}

@@ -90,11 +90,13 @@ class EntryAdmin(admin.ModelAdmin):  # type: ignore[misc]  # Django has no stubs
             row, view = found
             picture = console.spread(name)
             history = console.history(name)
+            audit = console.audit(name)
         context = {
             **self._context(request, f"Hashbeat entry {name}"),
             "entry": row_words(row, console.now_ms),
             "view": view,
             "history": history,
+            "audit": audit,
             "spread": svg(picture, name),
             "picture": picture,
         }

@@ -16,7 +16,7 @@ from typing import Any
 
 from celery_hashbeat.store.base import StoreConfigError, StoreError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 #: The table kinds; their names are ``<prefix>_<kind>``.
 KINDS = (
@@ -32,6 +32,8 @@ KINDS = (
     "triggers",
     "claimed",
     "handed",
+    "audit",
+    "schedules",
 )
 #: The longest name suffix made from a prefix (an index name), so the prefix must leave room
 #: under PostgreSQL's 63-byte identifiers.
@@ -113,13 +115,22 @@ def statements(t: Tables) -> list[str]:
         f"CREATE INDEX IF NOT EXISTS {t.index('claimed_age')} ON {t.claimed} (recorded_at)",
         f"CREATE TABLE IF NOT EXISTS {t.handed} (entry text NOT NULL, slot bigint NOT NULL,"
         " PRIMARY KEY (entry, slot))",
+        # The operators' records (store/operations.py): the audit trail in arrival (id) order
+        # with when the server took each; the definitions each schedule digest runs.
+        f"CREATE TABLE IF NOT EXISTS {t.audit} (id bigserial PRIMARY KEY, at_ms bigint NOT NULL,"
+        " record text NOT NULL)",
+        f"CREATE TABLE IF NOT EXISTS {t.schedules} (digest text PRIMARY KEY,"
+        " at_ms bigint NOT NULL, definitions text NOT NULL)",
     ]
 
 
 #: The steps from each schema version to the next: ``UPGRADES[n]`` takes version n to n + 1.
 #: A release that changes the schema raises SCHEMA_VERSION and adds its step here (``ALTER TABLE
 #: ... ADD COLUMN ... DEFAULT ...``), so tables of every earlier release open in place.
-UPGRADES: dict[int, list[str]] = {}
+UPGRADES: dict[int, list[str]] = {
+    # Schema 2 adds the audit and schedules tables, which ``statements`` makes after the steps.
+    1: [],
+}
 
 
 def prepare(cur: Any, t: Tables) -> None:

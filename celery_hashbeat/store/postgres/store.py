@@ -48,6 +48,7 @@ from celery_hashbeat.store.postgres.connect import target
 from celery_hashbeat.store.postgres.connection import Database
 from celery_hashbeat.store.postgres.controls import PostgresControlRecords
 from celery_hashbeat.store.postgres.lifetimes import purge_histories, retire_histories
+from celery_hashbeat.store.postgres.operations import PostgresOperatorRecords
 from celery_hashbeat.store.postgres.runs import RunLeases
 from celery_hashbeat.store.postgres.schema import Tables
 
@@ -81,7 +82,11 @@ class PostgresStore(Store):
         self._tables = t = Tables(check_prefix(prefix))
         self._database = Database(target(url, options), t)
         self._runs = RunLeases(self._database, t)
-        super().__init__(self._database.url, PostgresControlRecords(self._database, t, self._holds))
+        super().__init__(
+            self._database.url,
+            PostgresControlRecords(self._database, t, self._holds),
+            PostgresOperatorRecords(self._database, t),
+        )
 
     # The lease row ---------------------------------------------------------------------------
 

@@ -48,6 +48,11 @@ class Keys:
         #: from ``changes`` (store/retention.py).
         self.removed = tag + "removed"
         self.changes_floor = tag + "changes-floor"
+        #: The operators' records (store/operations.py): the audit trail, a list of
+        #: ``<server ms>|<record>``, oldest first; and a hash, schedule digest ->
+        #: ``<server ms>|<the definitions beats of that digest run>``.
+        self.audit = tag + "audit"
+        self.schedules = tag + "schedules"
 
     def running(self, entry: str) -> str:
         """``entry``'s run lease."""

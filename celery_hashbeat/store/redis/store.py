@@ -35,6 +35,7 @@ from celery_hashbeat.store.options import (
 from celery_hashbeat.store.redis.connect import connect
 from celery_hashbeat.store.redis.controls import RedisControlRecords
 from celery_hashbeat.store.redis.keys import Keys
+from celery_hashbeat.store.redis.operations import RedisOperatorRecords
 from celery_hashbeat.store.redis.scripts import (
     ANCHOR_SCRIPT,
     CLAIM_SCRIPT,
@@ -84,7 +85,11 @@ class RedisStore(Store):
         check_prefix(prefix)
         self._keys = Keys(prefix)
         self._redis = connect(url, options, self._keys.leader)
-        super().__init__(self._redis.url, RedisControlRecords(self._redis, self._keys))
+        super().__init__(
+            self._redis.url,
+            RedisControlRecords(self._redis, self._keys),
+            RedisOperatorRecords(self._redis, self._keys),
+        )
         script = self._redis.script
         self._renew = script(RENEW_SCRIPT)
         self._release = script(RELEASE_SCRIPT)

@@ -54,6 +54,14 @@ SCHEMA = (
     " NULL, expires_ms INTEGER NOT NULL, PRIMARY KEY (prefix, entry)) WITHOUT ROWID",
     "CREATE INDEX IF NOT EXISTS hashbeat_history_life_expires ON hashbeat_history_life (prefix,"
     " expires_ms)",
+    # The operators' records (store/operations.py): the audit trail in arrival (id) order, with
+    # when it was taken (wall-clock ms); the definitions each schedule digest runs.
+    "CREATE TABLE IF NOT EXISTS hashbeat_audit (id INTEGER PRIMARY KEY, prefix TEXT NOT NULL,"
+    " at_ms INTEGER NOT NULL, record TEXT NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS hashbeat_audit_prefix ON hashbeat_audit (prefix, id)",
+    "CREATE TABLE IF NOT EXISTS hashbeat_schedules (prefix TEXT NOT NULL, digest TEXT NOT NULL,"
+    " at_ms INTEGER NOT NULL, definitions TEXT NOT NULL, PRIMARY KEY (prefix, digest))"
+    " WITHOUT ROWID",
 )
 
 #: Columns added since schema 1 (release 0.1), added in place to an older file; its fences read
@@ -76,7 +84,7 @@ ADDED_COLUMNS = {
     "hashbeat_control_version": ("floor INTEGER NOT NULL DEFAULT 0",),
 }
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 
 def prepare(db: sqlite3.Connection) -> None:

@@ -45,6 +45,7 @@ from celery_hashbeat.store.sqlite.lifetimes import (
     refresh_histories,
     retire_histories,
 )
+from celery_hashbeat.store.sqlite.operations import SQLiteOperatorRecords
 from celery_hashbeat.store.sqlite.runs import RunLeases
 
 
@@ -57,7 +58,11 @@ class SQLiteStore(Store):
         #: The SQLite file's absolute path.
         self.path = self._database.path
         self._runs = RunLeases(self._database, self._prefix)
-        super().__init__(url, SQLiteControlRecords(self._database, self._prefix, self._holds))
+        super().__init__(
+            url,
+            SQLiteControlRecords(self._database, self._prefix, self._holds),
+            SQLiteOperatorRecords(self._database, self._prefix),
+        )
 
     def _holds(self, db: sqlite3.Connection, token: str) -> bool:
         holder = self._holder(db)
