@@ -12,7 +12,7 @@ from celery_hashbeat.control.admin import (
     UnknownEntryError,
 )
 from celery_hashbeat.scheduler import Scheduler
-from celery_hashbeat.schedules import hashcron, hashinterval
+from celery_hashbeat.schedules import at, hashcron, hashinterval
 from celery_hashbeat.worker import signals  # noqa: F401 - connects the worker's receivers
 
 __all__ += [
@@ -23,6 +23,7 @@ __all__ += [
     "Scheduler",
     "StoreProblemError",
     "UnknownEntryError",
+    "at",
     "hashcron",
     "hashinterval",
 ]

@@ -11,25 +11,33 @@ from __future__ import annotations
 
 import abc
 import copy
-from datetime import timedelta, tzinfo
+from datetime import datetime, timedelta, tzinfo
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from celery.schedules import BaseSchedule, schedstate
 
 from celery_hashbeat.expr import parse
+from celery_hashbeat.expr.calendar import check_on_excluded, parse_calendar
 from celery_hashbeat.expr.resolve import resolver_for
 from celery_hashbeat.expr.seeding import Key, draw
-from celery_hashbeat.expr.slots import MILLISECOND, CronSlots, IntervalSlots, Slots, to_ms
+from celery_hashbeat.expr.slots import (
+    MILLISECOND,
+    CalendarSlots,
+    CronSlots,
+    IntervalSlots,
+    Slots,
+    to_ms,
+)
+from celery_hashbeat.expr.zones import load_zone
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-    from datetime import datetime
+    from collections.abc import Callable, Iterable
 
     from celery import Celery
 
     from celery_hashbeat.expr import CronExpr
 
-__all__ = ["HashSchedule", "hashcron", "hashinterval"]
+__all__ = ["HashSchedule", "at", "hashcron", "hashinterval"]
 
 S = TypeVar("S", bound="HashSchedule")
 
@@ -37,6 +45,15 @@ UNKEYED_INTERVAL = (
     "hashinterval needs a key to draw its offset: pass key=..., or run the entry under "
     "celery_hashbeat.Scheduler, which keys it by the entry's name"
 )
+
+
+def excluded_days(exclude: Iterable[str] | str | None) -> tuple[str, ...]:
+    """An ``exclude`` argument as a tuple of its entries (checked at first use, as the rest)."""
+    if exclude is None:
+        return ()
+    if isinstance(exclude, str):
+        return (exclude,)
+    return tuple(exclude)
 
 
 class HashSchedule(BaseSchedule, abc.ABC):
@@ -59,6 +76,24 @@ class HashSchedule(BaseSchedule, abc.ABC):
     @abc.abstractmethod
     def _identity(self) -> tuple[Any, ...]:
         """What makes two schedules of this kind equal."""
+
+    #: The exclude list (docs/design.md §20), as given; empty: every day.
+    exclude: tuple[str, ...] = ()
+    #: What a slot on an excluded day does: None (skip), or one of expr.calendar.ON_EXCLUDED.
+    on_excluded: str | None = None
+
+    def excluding(self, slots: Slots, tz: tzinfo) -> Slots:
+        """``slots`` without the excluded days (itself when nothing is excluded)."""
+        if not self.exclude:
+            return slots
+        mode = check_on_excluded(self.on_excluded)
+        return CalendarSlots(slots, parse_calendar(self.exclude), tz, mode)
+
+    def _calendar_repr(self) -> str:
+        if not self.exclude:
+            return ""
+        mode = f", on_excluded={self.on_excluded!r}" if self.on_excluded else ""
+        return f", exclude={list(self.exclude)!r}{mode}"
 
     def bound(self: S, key: Key) -> S:
         """This schedule keyed by ``key``, unless it was given a key of its own."""
@@ -115,8 +150,11 @@ class hashcron(HashSchedule):  # noqa: N801 - named like Celery's crontab
         balanced: bool | None = None,
         *,
         nowfun: Callable[[], datetime] | None = None,
+        exclude: Iterable[str] | str | None = None,
+        on_excluded: str | None = None,
     ) -> None:
         super().__init__(key, app, nowfun)
+        self.exclude, self.on_excluded = excluded_days(exclude), on_excluded
         self.expr = expr
         self.zone = tz
         self.day_and = day_and
@@ -140,8 +178,9 @@ class hashcron(HashSchedule):  # noqa: N801 - named like Celery's crontab
         zone = self.zone if self.zone is not None else default_zone or self.app.timezone
         return parse(self.expr, key, tz=zone, day_and=self.day_and, offsets=self.offsets)
 
-    def slots(self, default_key: Key | None = None) -> CronSlots:
-        return CronSlots(self.compile(default_key))
+    def slots(self, default_key: Key | None = None) -> Slots:
+        expr = self.compile(default_key)
+        return self.excluding(CronSlots(expr), expr.tz)
 
     def identity(self, default_key: Key, default_zone: Any) -> tuple[str, bool, str] | None:
         """What decides this schedule's slots for ``default_key``: its resolved text, day rule
@@ -157,7 +196,8 @@ class hashcron(HashSchedule):  # noqa: N801 - named like Celery's crontab
         return resolved.resolved_text, resolved.day_and, str(zone)
 
     def _identity(self) -> tuple[Any, ...]:
-        return (self.expr, self.key, self.zone, self.day_and, self.balanced, self.offsets)
+        found = (self.expr, self.key, self.zone, self.day_and, self.balanced, self.offsets)
+        return found if not self.exclude else (*found, self.exclude, self.on_excluded)
 
     def __repr__(self) -> str:
         extras = "".join(
@@ -167,13 +207,14 @@ class hashcron(HashSchedule):  # noqa: N801 - named like Celery's crontab
         )
         if self.day_and:
             extras += ", day_and=True"
-        return f"hashcron({self.expr!r}{extras})"
+        return f"hashcron({self.expr!r}{extras}{self._calendar_repr()})"
 
-    def __reduce__(
-        self,
-    ) -> tuple[type[hashcron], tuple[Any, ...], dict[str, tuple[int, ...] | None]]:
+    def __reduce__(self) -> tuple[type[hashcron], tuple[Any, ...], dict[str, Any]]:
         arguments = (self.expr, self.key, self.zone, self.day_and, None, self.balanced)
-        return type(self), arguments, {"offsets": self.offsets}
+        state: dict[str, Any] = {"offsets": self.offsets}
+        if self.exclude:
+            state.update(exclude=self.exclude, on_excluded=self.on_excluded)
+        return type(self), arguments, state
 
 
 class hashinterval(HashSchedule):  # noqa: N801 - named like Celery's schedule
@@ -190,11 +231,18 @@ class hashinterval(HashSchedule):  # noqa: N801 - named like Celery's schedule
         app: Celery | None = None,
         *,
         nowfun: Callable[[], datetime] | None = None,
+        exclude: Iterable[str] | str | None = None,
+        on_excluded: str | None = None,
     ) -> None:
         super().__init__(key, app, nowfun)
+        self.exclude, self.on_excluded = excluded_days(exclude), on_excluded
         self.every = every if isinstance(every, timedelta) else timedelta(seconds=every)
 
-    def slots(self, default_key: Key | None = None) -> IntervalSlots:
+    def slots(self, default_key: Key | None = None) -> Slots:
+        return self.excluding(self.interval_slots(default_key), load_zone(self.app.timezone))
+
+    def interval_slots(self, default_key: Key | None = None) -> IntervalSlots:
+        """The slots without the calendar (what entries share)."""
         period = self.every // MILLISECOND
         if period < 1:
             raise ValueError(f"hashinterval needs a period of at least 1 ms, not {self.every!r}")
@@ -204,11 +252,91 @@ class hashinterval(HashSchedule):  # noqa: N801 - named like Celery's schedule
         return IntervalSlots(period, draw(key, "interval", 0) % period)
 
     def _identity(self) -> tuple[Any, ...]:
-        return (self.every, self.key)
+        found = (self.every, self.key)
+        return found if not self.exclude else (*found, self.exclude, self.on_excluded)
 
     def __repr__(self) -> str:
         key = f", key={self.key!r}" if self.key is not None else ""
-        return f"hashinterval({self.every.total_seconds()!r}{key})"
+        return f"hashinterval({self.every.total_seconds()!r}{key}{self._calendar_repr()})"
 
-    def __reduce__(self) -> tuple[type[hashinterval], tuple[Any, ...]]:
-        return type(self), (self.every, self.key)
+    def __reduce__(self) -> tuple[type[hashinterval], tuple[Any, ...], dict[str, Any]]:
+        state = {"exclude": self.exclude, "on_excluded": self.on_excluded} if self.exclude else {}
+        return type(self), (self.every, self.key), state
+
+
+class at(BaseSchedule):  # noqa: N801 - named like Celery's schedules
+    """One run at one instant (docs/design.md §21): an aware datetime or ISO 8601 text with an
+    offset. Under celery_hashbeat.Scheduler it fires once, fenced in the store like any slot,
+    and is then done; a naive time is refused, since beats in other zones would read it apart.
+    """
+
+    def __init__(
+        self,
+        when: datetime | str,
+        app: Celery | None = None,
+        *,
+        nowfun: Callable[[], datetime] | None = None,
+    ) -> None:
+        super().__init__(nowfun=nowfun, app=app)
+        self.when = when_of(when)
+        #: The instant, UTC epoch milliseconds.
+        self.instant_ms = to_ms(self.when)
+
+    def remaining_estimate(self, last_run_at: datetime) -> timedelta:
+        return (self.instant_ms - to_ms(self.now())) * MILLISECOND
+
+    def is_due(self, last_run_at: datetime) -> schedstate:
+        """Due once the instant has come, unless the entry last ran at or after it (for Celery's
+        own beat; celery_hashbeat plans the one slot itself)."""
+        now, instant = to_ms(self.now()), self.instant_ms
+        if to_ms(last_run_at) >= instant:
+            return schedstate(is_due=False, next=ONE_DAY_S)
+        if instant > now:
+            return schedstate(is_due=False, next=(instant - now) / 1000)
+        return schedstate(is_due=True, next=ONE_DAY_S)
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is at:
+            assert isinstance(other, at)
+            return self.instant_ms == other.instant_ms
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(("at", self.instant_ms))
+
+    def __repr__(self) -> str:
+        return f"at({self.when.isoformat()!r})"
+
+    def __reduce__(self) -> tuple[type[at], tuple[str]]:
+        return type(self), (self.when.isoformat(),)
+
+
+#: What ``at.is_due`` says to wait once its run is done (Celery's beat asks again by then).
+ONE_DAY_S = 86400.0
+
+
+def when_of(when: datetime | str) -> datetime:
+    """An ``at`` instant, checked: aware, from a datetime or ISO 8601 text."""
+    shown = when if isinstance(when, str) else getattr(when, "isoformat", lambda: when)()
+    return aware_datetime(when, f"at({shown!r})")
+
+
+def aware_datetime(value: object, name: str) -> datetime:
+    """``value`` (an aware datetime, or ISO 8601 text with an offset) as a datetime; ``name``
+    says where it was given, in the message of a ValueError."""
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value.strip())
+        except ValueError:
+            raise ValueError(
+                f"{name} must be an ISO 8601 date and time with its offset, such as "
+                f"2026-12-01T06:00:00+00:00, not {value!r}"
+            ) from None
+    if not isinstance(value, datetime):
+        raise ValueError(f"{name} must be an aware datetime, not {type(value).__name__}")
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError(
+            f"{name} is {value.isoformat()} with no time zone: give it one (an offset such as "
+            f"+00:00, or tzinfo=ZoneInfo(...)), so that every beat reads the same instant"
+        )
+    return value

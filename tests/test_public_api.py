@@ -8,7 +8,7 @@ from importlib.metadata import entry_points
 
 import celery_hashbeat
 
-#: Every public name, as the README and docs/design.md §4 and §13 import them.
+#: Every public name, as the README and docs/design.md §4, §13 and §21 import them.
 PUBLIC = [
     "AdminError",
     "ConflictError",
@@ -20,6 +20,7 @@ PUBLIC = [
     "Scheduler",
     "StoreProblemError",
     "UnknownEntryError",
+    "at",
     "hashcron",
     "hashinterval",
     "parse",

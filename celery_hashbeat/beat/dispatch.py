@@ -22,6 +22,7 @@ from celery_hashbeat._outage import Outage
 from celery_hashbeat.beat.collector import PASS_ROOM_MS, Freezer
 from celery_hashbeat.beat.compat import BEAT_LOGGER
 from celery_hashbeat.beat.handover import Owed
+from celery_hashbeat.beat.oneshots import DoneOnce
 from celery_hashbeat.beat.overlap import WAIT_POLL_MS, Overlaps, Verdict, run_guard
 from celery_hashbeat.beat.slotqueue import SlotQueue
 from celery_hashbeat.beat.storecalls import FAILED
@@ -95,6 +96,8 @@ class Dispatcher:
         self._freezer = Freezer()
         #: Entries whose schedule failed to plan, so the traceback is logged once only.
         self._unplanned: set[str] = set()
+        #: One-shots that ran out of slots, until the store drops them (docs/design.md §21).
+        self.done = DoneOnce()
 
     # Planning ---------------------------------------------------------------------------------
 
@@ -162,6 +165,7 @@ class Dispatcher:
     def _give_up_on(self, entry: Entry, why: Exception) -> None:
         level = logging.INFO if isinstance(why, EntryFinished) else logging.ERROR
         logger.log(level, "beat: entry %r has no more slots to send: %s", entry.name, why)
+        self.done.note(entry)
         entry.active = False
         entry.slot = entry.pending = None
 

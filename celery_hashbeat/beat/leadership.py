@@ -236,6 +236,8 @@ class Leadership:
                 self._dispatcher.send_handed(taken, self._now_ms())
         if self.lease.leader and self.controls.triggers_waiting:
             self._triggers.send_waiting()
+        if self.lease.leader:
+            self._dispatcher.done.prune(self._now_ms(), self._catalog.stored, calls)
 
     def apply(self, changed: Changed) -> None:
         """Apply operators' changes: definitions to the catalog, resumes to parked entries."""

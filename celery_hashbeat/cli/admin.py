@@ -87,18 +87,19 @@ def add(
     """Add entry NAME to the store, beside beat_schedule; the leader picks it up within a
     second and sends it at its first slot after now, never at once.
 
-    Give --task and one of --cron (with --tz), --every or --interval.
+    Give --task and one of --cron (with --tz), --every, --interval or --at (a one-shot).
 
     \b
     Examples:
       hashbeat add report-42 -A proj --task shop.report --cron "H 6 * * *" --tz Europe/Riga \\
-          --args '[42]' --queue reports --overlap skip
+          --args '[42]' --queue reports --overlap skip --exclude sat,sun --exclude holidays:LV
       hashbeat add poll -A proj --task feeds.poll --interval 300 --max-runs 10
+      hashbeat add launch -A proj --task shop.launch --at 2026-12-01T09:00:00+01:00
     """
     if not given.get("task"):
         raise bad(name, "--task", "give the task to send")
-    if all(given.get(key) is None for key in ("cron", "every", "interval")):
-        raise bad(name, "--cron, --every or --interval", "give the entry's schedule")
+    if all(given.get(key) is None for key in ("cron", "every", "interval", "at")):
+        raise bad(name, "--cron, --every, --interval or --at", "give the entry's schedule")
     reason = given.pop("reason", None) or ""
     changes = read_changes(name, given)
     task, schedule = changes.pop("task"), changes.pop("schedule")

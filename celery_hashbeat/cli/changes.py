@@ -35,6 +35,21 @@ DEFINITION_OPTIONS = (
     click.option("--tz", metavar="ZONE", help="The --cron expression's IANA time zone."),
     click.option("--every", metavar="SECONDS", help="A plain interval, as a beat_schedule number."),
     click.option("--interval", metavar="SECONDS", help="hashinterval(SECONDS): a hashed offset."),
+    click.option(
+        "--at", metavar="ISO", help="A one-shot: fires once at this instant (ISO 8601 with offset)."
+    ),
+    click.option(
+        "--exclude",
+        metavar="DAYS",
+        multiple=True,
+        help="Days not to fire on (repeatable): 2026-12-25, 2026-12-24..2026-12-31, *-12-25, "
+        "sat,sun, holidays:US, ical:/path/file.ics.",
+    ),
+    click.option(
+        "--on-excluded",
+        metavar="MODE",
+        help="skip (default), next_business_day or previous_business_day.",
+    ),
     click.option("--args", metavar="JSON", help="Positional arguments, a JSON list."),
     click.option("--kwargs", metavar="JSON", help="Keyword arguments, a JSON object."),
     click.option("--queue", metavar="QUEUE", help="The queue to send to (options.queue)."),
@@ -79,6 +94,8 @@ UNSETTABLE = (
     "max_lateness",
     "alert_after_failures",
     "pause_after_failures",
+    "exclude",
+    "on_excluded",
 )
 
 #: An option the commands that change an entry but define none take.
@@ -103,9 +120,11 @@ def read_schedule(name: str, given: dict[str, str | None], current: Any = None) 
     """The schedule the options give (None if none), as the object ScheduleAdmin takes. On an
     update of a hashcron (``current``, its stored data), --cron keeps its time zone and --tz
     alone keeps its expression, so that only what is given changes."""
-    chosen = [key for key in ("cron", "every", "interval") if given.get(key) is not None]
+    chosen = [key for key in ("cron", "every", "interval", "at") if given.get(key) is not None]
     if len(chosen) > 1:
-        raise bad(name, "--" + "/--".join(chosen), "give only one of --cron, --every, --interval")
+        raise bad(
+            name, "--" + "/--".join(chosen), "give only one of --cron, --every, --interval, --at"
+        )
     cron = dict(current) if isinstance(current, dict) and "hashcron" in current else None
     tz = given.get("tz")
     if tz is not None and chosen != ["cron"] and (chosen or cron is None):
@@ -118,6 +137,8 @@ def read_schedule(name: str, given: dict[str, str | None], current: Any = None) 
         data: dict[str, Any] = {**(cron or {}), "hashcron": text or (cron or {}).get("hashcron")}
         if tz is not None:
             data["tz"] = tz
+    elif key == "at":
+        data = {"at": text}
     else:
         data = {"every" if key == "every" else "hashinterval": number(name, f"--{key}", text or "")}
     try:
@@ -162,9 +183,11 @@ def read_changes(
     schedule = read_schedule(name, given, current.get("schedule"))
     if schedule is not None:
         changes["schedule"] = schedule
-    for key in ("task", "overlap", "catch_up", "start", "end"):
+    for key in ("task", "overlap", "catch_up", "start", "end", "on_excluded"):
         if given.get(key) is not None:
             changes[key] = given[key]
+    if given.get("exclude"):
+        changes["exclude"] = list(given["exclude"] or ())
     if given.get("args") is not None:
         changes["args"] = read_json(name, "--args", given["args"] or "", list)
     if given.get("kwargs") is not None:

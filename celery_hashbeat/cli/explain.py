@@ -18,8 +18,11 @@ from celery_hashbeat.cli.loading import (
     zone_option,
 )
 from celery_hashbeat.cli.output import SetupError, StoreFailure
-from celery_hashbeat.expr import CronSyntaxError, NoFireTimeError, parse
+from celery_hashbeat.expr import CronExpr, CronSyntaxError, NoFireTimeError, parse
 from celery_hashbeat.expr.balance import shape_of, terms_of
+from celery_hashbeat.expr.calendar import ON_EXCLUDED, parse_calendar
+from celery_hashbeat.expr.errors import CalendarError
+from celery_hashbeat.expr.slots import CalendarSlots, CronSlots, to_datetime, to_ms
 from celery_hashbeat.schedules import hashcron
 
 if TYPE_CHECKING:
@@ -41,6 +44,18 @@ if TYPE_CHECKING:
 )
 @click.option("--day-and", is_flag=True, help="A day must match both day fields (Celery's rule).")
 @click.option("--after", type=click.DateTime(), help="Start after this local time instead of now.")
+@click.option(
+    "--exclude",
+    metavar="DAYS",
+    multiple=True,
+    help="Days it does not fire on (repeatable), as an entry's exclude list: 2026-12-25, "
+    "2026-12-24..2026-12-31, *-12-25, sat,sun, holidays:US, ical:/path/file.ics.",
+)
+@click.option(
+    "--on-excluded",
+    type=click.Choice(ON_EXCLUDED),
+    help="What a slot on an excluded day does [default: skip].",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 def explain(
     expression: str,
@@ -50,6 +65,8 @@ def explain(
     count: int,
     day_and: bool,
     after: datetime | None,
+    exclude: tuple[str, ...],
+    on_excluded: str | None,
     as_json: bool,
 ) -> None:
     """Show EXPRESSION resolved for a key, in English, with its next fire times.
@@ -63,6 +80,7 @@ def explain(
       hashbeat explain "H * * * *" --key refresh-prices
       hashbeat explain "H/15 H(9-16) * * 1-5" --key report --tz Europe/Riga -n 10
       hashbeat explain @daily --key nightly --json
+      hashbeat explain "H 9 * * *" --key report --exclude sat,sun --exclude holidays:US
       celery -A proj hashbeat explain "H * * * *" --key refresh-prices
     """
     if key == "":
@@ -89,6 +107,9 @@ def explain(
         raise click.BadParameter(str(exc), param_hint="EXPRESSION") from None
     except NoFireTimeError as exc:
         raise click.ClickException(f"{expression!r} has no more fire times: {exc}") from None
+    if exclude or on_excluded:
+        days = excluded_days(expression, expr, list(exclude), on_excluded, start, count)
+        fires = [moment for moment, note in days if not note.startswith("excluded")][:count]
     if as_json:
         click.echo(
             json.dumps(
@@ -113,6 +134,15 @@ def explain(
                         {"local": f.isoformat(), "utc": f.astimezone(timezone.utc).isoformat()}
                         for f in fires
                     ],
+                    **(
+                        {
+                            "exclude": list(exclude),
+                            "on_excluded": on_excluded or "skip",
+                            "days": [{"local": m.isoformat(), "note": n} for m, n in days],
+                        }
+                        if exclude
+                        else {}
+                    ),
                 },
                 indent=2,
             )
@@ -126,10 +156,59 @@ def explain(
         )
         click.echo(f"balanced     yes ({found[1]}): {moved}")
     click.echo(f"meaning      {expr.describe()} ({tz})")
+    if exclude:
+        click.echo(f"excluding    {'; '.join(exclude)}  (on_excluded {on_excluded or 'skip'})")
+        click.echo(f"next {count} fire times, with the slots excluded or moved among them:")
+        for when, note in days:
+            utc = when.astimezone(timezone.utc)
+            line = f"  {when:%a %Y-%m-%d %H:%M:%S %Z}   {utc:%Y-%m-%d %H:%M:%S} UTC"
+            click.echo(f"{line}   {note}".rstrip())
+        return
     click.echo(f"next {count} fire times:")
     for when in fires:
         utc = when.astimezone(timezone.utc)
         click.echo(f"  {when:%a %Y-%m-%d %H:%M:%S %Z}   {utc:%Y-%m-%d %H:%M:%S} UTC")
+
+
+def excluded_days(
+    expression: str,
+    expr: CronExpr,
+    exclude: list[str],
+    on_excluded: str | None,
+    start: datetime,
+    count: int,
+) -> list[tuple[datetime, str]]:
+    """The next ``count`` fire times with a calendar, and among them each slot it excludes
+    ("excluded") or moves ("excluded, moved to ..."; its new time says "moved from ...")."""
+    if not exclude:
+        raise click.BadParameter("give the days to exclude with it", param_hint="'--on-excluded'")
+    try:
+        calendar = parse_calendar(exclude)
+        slots = CalendarSlots(CronSlots(expr), calendar, expr.tz, on_excluded or "skip")
+        fires, ms = [], to_ms(start)
+        for _ in range(count):
+            ms = slots.next_after(ms)
+            fires.append(ms)
+    except CalendarError as exc:
+        raise click.BadParameter(str(exc), param_hint="'--exclude'") from None
+    except NoFireTimeError as exc:
+        raise click.ClickException(f"{expression!r} with that calendar: {exc}") from None
+    notes = dict.fromkeys(fires, "")
+    inner, ms = CronSlots(expr), to_ms(start)
+    while (ms := inner.next_after(ms)) <= fires[-1]:
+        fate = slots.fate(ms)
+        if fate == ms:
+            continue
+        local = to_datetime(ms).astimezone(expr.tz)
+        if fate is None:
+            notes[ms] = "excluded"
+            continue
+        target = to_datetime(fate).astimezone(expr.tz)
+        notes[ms] = f"excluded, moved to {target:%a %Y-%m-%d}"
+        if fate in notes and not notes[fate].startswith("excluded"):
+            joined = notes[fate] + ", " if notes[fate] else "moved from "
+            notes[fate] = f"{joined}{local:%a %Y-%m-%d}"
+    return [(to_datetime(ms).astimezone(expr.tz), note) for ms, note in sorted(notes.items())]
 
 
 def balanced_offsets(app: Celery, key: str, expression: str) -> tuple[tuple[int, ...], str] | None:

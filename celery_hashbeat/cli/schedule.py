@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass
 from datetime import timedelta, tzinfo
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import click
 from celery.schedules import crontab, schedule, solar
@@ -32,9 +32,11 @@ from celery_hashbeat.cli.output import (
     table,
 )
 from celery_hashbeat.cli.terms import crontab_text
+from celery_hashbeat.entries.building import calendar_keys
 from celery_hashbeat.entries.entry import Entry
-from celery_hashbeat.expr.slots import IntervalSlots
-from celery_hashbeat.schedules import hashcron, hashinterval
+from celery_hashbeat.entries.oneshot import once_state
+from celery_hashbeat.expr.slots import CalendarSlots, IntervalSlots
+from celery_hashbeat.schedules import at, hashcron, hashinterval
 from celery_hashbeat.store.base import Fence, Roster
 
 if TYPE_CHECKING:
@@ -67,6 +69,16 @@ class Row:
     #: Why no next run is shown: the leader sends it none now ("paused", "max_runs 3 used
     #: up"), or an interval's slots count from the leader's anchor, which was not read.
     silent: str | None = None
+    #: The days its calendar excludes, and what a slot on one does (docs/design.md §20).
+    excluding: str | None = None
+    #: A one-shot's state (docs/design.md §21): done, or when it fires.
+    one_shot: str | None = None
+
+
+def inner_source(entry: Entry) -> object:
+    """An entry's slot source under its calendar, if it has one."""
+    source = entry.source
+    return source.inner if isinstance(source, CalendarSlots) else source
 
 
 def describe(entry: Entry, app: Celery) -> Row:
@@ -79,10 +91,13 @@ def describe(entry: Entry, app: Celery) -> Row:
         row.kind, row.expression, row.resolved = "hashcron", given.expr, str(expr)
         row.key, row.zone = str(expr.key), str(expr.tz)
         row.balanced = given.offsets is not None
-    elif isinstance(given, hashinterval) and isinstance(entry.source, IntervalSlots):
+    elif isinstance(given, at):
+        row.kind, row.expression = "at", given.when.isoformat()
+    elif isinstance(given, hashinterval) and isinstance(inner_source(entry), IntervalSlots):
         every = duration(given.every.total_seconds())
         row.kind, row.expression = "hashinterval", f"every {every}"
-        row.resolved = f"every {every}, {entry.source.offset / 1000:.3f}s into each period"
+        offset = cast(IntervalSlots, inner_source(entry)).offset
+        row.resolved = f"every {every}, {offset / 1000:.3f}s into each period"
         row.key = str(given.key if given.key is not None else entry.name)
     elif isinstance(given, crontab):
         row.kind, row.zone = "crontab", str(given.tz or app.timezone)
@@ -95,6 +110,9 @@ def describe(entry: Entry, app: Celery) -> Row:
             row.expression += " (relative)"
     else:
         row.kind, row.expression = type(given).__name__, repr(given)
+    calendar = calendar_keys(entry)
+    if calendar:
+        row.excluding = f"{'; '.join(calendar['exclude'])} ({calendar['on_excluded']})"
     return row
 
 
@@ -166,6 +184,9 @@ def schedule_command(app_name: str | None, no_store: bool, as_json: bool) -> Non
             row.next_ms = built.next_slot(entry.name, fence, now)
             row.silent = built.silent(entry.name, fence)
         row.last_ms = None if fence is None or fence.anchor else fence.slot
+        fence_slot = None if fence is None else fence.slot
+        next_slots = [] if row.next_ms is None else [row.next_ms]
+        row.one_shot = once_state(entry.source, fence_slot, next_slots, row.silent is not None)
         row.parent, row.worker = subs.get(entry.name, (None, None))
     if as_json:
         workers = None if roster is None else _roster_json(roster)
@@ -251,7 +272,8 @@ def _print(
                 line.append(labels[row.name])
                 line.extend(["-"] if show_last else [])
             else:
-                line.append(when(row.next_ms, row.silent or "-", upcoming=True))
+                done = row.one_shot.split(":")[0] if row.next_ms is None and row.one_shot else None
+                line.append(done or when(row.next_ms, row.silent or "-", upcoming=True))
                 if show_last:
                     line.append(when(row.last_ms, "never", upcoming=False))
             lines.append(line)
@@ -260,6 +282,11 @@ def _print(
     for row in rows:
         if row.idle is not None:
             click.echo(f"no copies: {row.idle}")
+    for row in rows:
+        if row.excluding is not None:
+            click.echo(f"{row.name}: excluding {row.excluding}")
+        if row.next_ms is None and row.one_shot is not None:
+            click.echo(f"{row.name}: {row.one_shot}")
     for row in rows:
         if row.error is not None:
             click.echo(f"cannot run: {row.error}")

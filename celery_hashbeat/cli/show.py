@@ -136,6 +136,7 @@ def entry_json(view: EntryView) -> dict[str, object]:
         if pause is None or not pause.paused
         else {"reason": pause.reason, "since": stamp_iso(pause.at)},
         "next_slots": [stamp_iso(slot) for slot in view.next_slots],
+        **({} if view.state is None else {"one_shot": view.state}),
     }
 
 
@@ -160,6 +161,8 @@ def describe_view(view: EntryView, now: int) -> str:
                 text = value if isinstance(value, str) else json.dumps(value)
             lines.append((key, text))
     lines.append(("paused", paused_text(view, now) or "no"))
+    if view.state is not None:
+        lines.append(("one-shot", view.state))
     slots = [f"{stamp(slot)} ({relative(slot, now)})" for slot in view.next_slots]
     none = "none while paused" if view.paused else "-"
     lines += [("next slots" if i == 0 else "", slot) for i, slot in enumerate(slots or [none])]

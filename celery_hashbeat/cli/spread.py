@@ -32,7 +32,14 @@ from celery_hashbeat.cli.terms import lowest
 from celery_hashbeat.entries.entry import Entry
 from celery_hashbeat.expr import CronExpr, CronSyntaxError, parse
 from celery_hashbeat.expr.balance import assign, terms_of
-from celery_hashbeat.expr.slots import ChainSlots, CronSlots, IntervalSlots, Slots, to_ms
+from celery_hashbeat.expr.slots import (
+    CalendarSlots,
+    ChainSlots,
+    CronSlots,
+    IntervalSlots,
+    Slots,
+    to_ms,
+)
 from celery_hashbeat.schedules import hashcron, hashinterval
 from celery_hashbeat.store import Store
 
@@ -120,6 +127,22 @@ class Window:
         )
 
 
+def calendar_counts(entries: list[Entry], window: Window) -> tuple[int, int]:
+    """How many slots of ``entries`` in the window their calendars leave out, and move."""
+    start, end = to_ms(window.start), to_ms(window.start + window.span)
+    excluded = moved = 0
+    for source, weight in Counter(entry.source for entry in entries).items():
+        if not isinstance(source, CalendarSlots):
+            continue
+        slot = source.inner.next_after(start - 1)
+        while slot < end:
+            fate = source.fate(slot)
+            excluded += weight if fate is None else 0
+            moved += weight if fate is not None and fate != slot else 0
+            slot = source.inner.next_after(slot)
+    return excluded, moved
+
+
 def _grouped(sources: Iterable[Slots | CronExpr]) -> Sources:
     """Entries that share a slot source, or resolve to the same expression, count once, weighted."""
     return [
@@ -162,15 +185,21 @@ def app_sources(app: Celery, entries: list[Entry]) -> tuple[Sources, Sources, bo
     unhashed: dict[int, IntervalSlots] = {}
     fine = False
     for entry in entries:
-        source, given = entry.source, entry.schedule
-        hashed.append(source)
+        outer, given = entry.source, entry.schedule
+        hashed.append(outer)
+        # A calendar (docs/design.md §20) applies to the plain cron reading too.
+        calendar = outer if isinstance(outer, CalendarSlots) else None
+        source = calendar.inner if calendar is not None else outer
         if isinstance(given, hashcron):
             zone = given.zone if given.zone is not None else app.timezone
-            plain.append(parse(lowest(given.expr), tz=zone, day_and=given.day_and))
+            unwrapped: Slots = CronSlots(parse(lowest(given.expr), tz=zone, day_and=given.day_and))
         elif isinstance(source, IntervalSlots) and isinstance(given, hashinterval):
-            plain.append(unhashed.setdefault(source.period, IntervalSlots(source.period, 0)))
+            unwrapped = unhashed.setdefault(source.period, IntervalSlots(source.period, 0))
         else:
-            plain.append(source)
+            unwrapped = source
+        if calendar is not None and unwrapped is not source:
+            unwrapped = CalendarSlots(unwrapped, calendar.calendar, calendar.tz, calendar.mode)
+        plain.append(outer if unwrapped is source else unwrapped)
         if isinstance(source, CronSlots):
             fine |= source.expr.has_seconds
         elif isinstance(source, IntervalSlots | ChainSlots):
@@ -269,6 +298,7 @@ def spread(
         what = f"{len(entries)} entries"
     first = day.date() if day else datetime.now(zone).date()
     window = _window(first, zone, week, fine)
+    excluded, moved = (0, 0) if expression is not None else calendar_counts(entries, window)
     loads = {"hashed": window.count(hashed), "plain": window.count(plain)}
     if even is not None:
         loads = {"pure": loads["hashed"], "balanced": window.count(even), "plain": loads["plain"]}
@@ -280,10 +310,16 @@ def spread(
                 "end": (window.start + window.span).isoformat(),
                 "bucket_seconds": window.bucket.total_seconds(),
                 **{name: _summary(load, window) for name, load in loads.items()},
+                "calendars": {"excluded": excluded, "moved": moved},
             }
         )
     else:
         _print(what, window, loads, width)
+        if excluded or moved:
+            click.echo(
+                f"calendars (exclude): {excluded} slot(s) on excluded days left out, {moved} "
+                "moved to another day (counted where they go)"
+            )
     if png:
         write_png(
             pyplot,

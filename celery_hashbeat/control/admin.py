@@ -45,6 +45,7 @@ from celery_hashbeat.entries.catalog import Catalog
 from celery_hashbeat.entries.errors import EntryError
 from celery_hashbeat.errors import HashbeatError
 from celery_hashbeat.observe.history import Record
+from celery_hashbeat.schedules import at as at_schedule
 from celery_hashbeat.settings import Settings
 from celery_hashbeat.store import StoreConfigError, StoreError, StoreReadOnly, open_store
 from celery_hashbeat.store.controls import DEFINITION, PAUSE
@@ -219,18 +220,22 @@ class ScheduleAdmin:
         self,
         name: str,
         task: str,
-        schedule: Any,
+        schedule: Any = None,
         args: Any = (),
         kwargs: dict[str, Any] | None = None,
         options: dict[str, Any] | None = None,
         *,
         allow_unregistered_task: bool = False,
+        at: Any = None,
         reason: str = "",
         **more: Any,
     ) -> None:
         """Add a store entry; it fires at its first slot after now. ``more`` takes the other
-        definition keys (catch_up, catch_up_window, overlap, workers, start, end, max_runs)."""
+        definition keys (catch_up, catch_up_window, overlap, workers, start, end, max_runs,
+        exclude, on_excluded). ``at`` (an aware datetime or ISO 8601 text) makes it a one-shot
+        in place of ``schedule`` (docs/design.md §21)."""
         self._not_configured(name, "add")
+        schedule = one_shot_or(name, schedule, at)
         definition = {
             "task": task,
             "schedule": schedule,
@@ -466,7 +471,7 @@ class ScheduleAdmin:
         try:
             text = encode(name, definition, self._now_ms(), revision)
             decoded = decode(name, text).definition
-            Catalog.trial(self.app, self.settings, self._now_ms(), name, decoded)
+            Catalog.trial(self.app, self.settings, self._now_ms(), name, decoded, written=True)
         except (DefinitionError, EntryError) as exc:
             raise AdminError(str(exc)) from None
         task = definition["task"]
@@ -477,6 +482,18 @@ class ScheduleAdmin:
                 f"(allow_unregistered_task=True, or --allow-unregistered-task)"
             )
         return text
+
+
+def one_shot_or(name: str, schedule: Any, when: Any) -> Any:
+    """The schedule ``add`` was given: ``schedule``, or ``at(when)``, exactly one of them."""
+    if (schedule is None) == (when is None):
+        raise AdminError(f"entry {name!r}: give a schedule, or at=... for a one-shot, and not both")
+    if when is None:
+        return schedule
+    try:
+        return at_schedule(when)
+    except ValueError as exc:
+        raise AdminError(f"entry {name!r}: {exc}") from None
 
 
 def _check_text(name: object) -> None:

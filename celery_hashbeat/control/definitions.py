@@ -10,6 +10,10 @@ one of
 - ``{"hashinterval": 3600}`` (seconds), ``{"every": 60}`` (seconds, a plain interval)
 - ``{"crontab": {"minute": "0", "hour": "*/2", ...}}`` (Celery's crontab, its five fields)
 - ``{"solar": {"event": "sunrise", "lat": 56.95, "lon": 24.1}}``
+- ``{"at": "2026-12-01T09:00:00+01:00"}`` (a one-shot, docs/design.md §21)
+
+A hashcron or hashinterval may carry ``"exclude": [...]`` and ``"on_excluded"`` (§20); the entry
+keys of the same names apply to any schedule.
 
 The pause record of an entry is ``{"paused": true, "reason": ..., "at": <ms>}`` while paused and
 ``{"paused": false, "resumed": <ms>}`` after a resume that continues from then; a trigger is
@@ -28,7 +32,7 @@ from celery.schedules import crontab, schedule, solar
 
 from celery_hashbeat.entries.building import KNOWN_KEYS
 from celery_hashbeat.errors import HashbeatError
-from celery_hashbeat.schedules import hashcron, hashinterval
+from celery_hashbeat.schedules import at, hashcron, hashinterval
 
 CRONTAB_FIELDS = ("minute", "hour", "day_of_week", "day_of_month", "month_of_year")
 
@@ -126,12 +130,14 @@ def schedule_data(name: str, given: Any) -> dict[str, Any]:
             data["balanced"] = given.balanced
         if given.key is not None:
             data["key"] = _key(name, given.key)
-        return data
+        return _with_calendar(data, given)
     if isinstance(given, hashinterval):
         data = {"hashinterval": given.every.total_seconds()}
         if given.key is not None:
             data["key"] = _key(name, given.key)
-        return data
+        return _with_calendar(data, given)
+    if isinstance(given, at):
+        return {"at": given.when.isoformat()}
     if isinstance(given, int | float) and not isinstance(given, bool):
         return {"every": float(given)}
     if isinstance(given, timedelta):
@@ -156,25 +162,34 @@ def schedule_object(name: str, data: Any) -> Any:
     where = f"entry {name!r}: 'schedule'"
     if (
         not isinstance(data, dict)
-        or len({"hashcron", "hashinterval", "every", "crontab", "solar"} & set(data)) != 1
+        or len({"hashcron", "hashinterval", "every", "crontab", "solar", "at"} & set(data)) != 1
     ):
         raise DefinitionError(
             f"{where} must be one of {{'hashcron': EXPR}}, {{'hashinterval': SECONDS}}, "
-            f"{{'every': SECONDS}}, {{'crontab': {{...}}}} or {{'solar': {{...}}}}, not {data!r}"
+            f"{{'every': SECONDS}}, {{'crontab': {{...}}}}, {{'solar': {{...}}}} or "
+            f"{{'at': ISO}}, not {data!r}"
         )
     try:
         if "hashcron" in data:
-            _only(data, {"hashcron", "tz", "day_and", "balanced", "key"}, where)
+            _only(data, {"hashcron", "tz", "day_and", "balanced", "key", *CALENDAR}, where)
             return hashcron(
                 _typed(data["hashcron"], str, f"{where} 'hashcron'"),
                 key=data.get("key"),
                 tz=data.get("tz"),
                 day_and=bool(data.get("day_and", False)),
                 balanced=data.get("balanced"),
+                **_calendar(data, where),
             )
         if "hashinterval" in data:
-            _only(data, {"hashinterval", "key"}, where)
-            return hashinterval(_seconds(data["hashinterval"], where), key=data.get("key"))
+            _only(data, {"hashinterval", "key", *CALENDAR}, where)
+            return hashinterval(
+                _seconds(data["hashinterval"], where),
+                key=data.get("key"),
+                **_calendar(data, where),
+            )
+        if "at" in data:
+            _only(data, {"at"}, where)
+            return at(_typed(data["at"], str, f"{where} 'at'"))
         if "every" in data:
             _only(data, {"every"}, where)
             return timedelta(seconds=_seconds(data["every"], where))
@@ -395,6 +410,27 @@ def _ms(value: Any, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= MS_MAX:
         raise ValueError(f"{where} must be an instant in epoch ms, not {value!r}")
     return int(value)
+
+
+#: The calendar keys a stored hashcron or hashinterval may carry (docs/design.md §20).
+CALENDAR = ("exclude", "on_excluded")
+
+
+def _with_calendar(data: dict[str, Any], given: hashcron | hashinterval) -> dict[str, Any]:
+    if given.exclude:
+        data["exclude"] = list(given.exclude)
+        if given.on_excluded is not None:
+            data["on_excluded"] = given.on_excluded
+    return data
+
+
+def _calendar(data: dict[str, Any], where: str) -> dict[str, Any]:
+    exclude = data.get("exclude")
+    if exclude is None:
+        return {}
+    if not isinstance(exclude, list) or not all(isinstance(item, str) for item in exclude):
+        raise DefinitionError(f"{where} 'exclude' must be a JSON list of strings, not {exclude!r}")
+    return {"exclude": exclude, "on_excluded": data.get("on_excluded")}
 
 
 def _only(data: dict[str, Any], allowed: set[str], where: str) -> None:

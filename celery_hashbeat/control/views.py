@@ -20,12 +20,14 @@ from celery_hashbeat.control.definitions import (
 from celery_hashbeat.control.polling import ControlState
 from celery_hashbeat.entries.building import as_definition
 from celery_hashbeat.entries.catalog import Catalog
+from celery_hashbeat.entries.oneshot import once_state
 from celery_hashbeat.observe.history import Record, newest_first
 from celery_hashbeat.settings import Settings
 
 if TYPE_CHECKING:
     from celery import Celery
 
+    from celery_hashbeat.entries.entry import Entry
     from celery_hashbeat.store import Store
     from celery_hashbeat.store.base import Fence, Roster
 
@@ -53,6 +55,8 @@ class EntryView:
     #: A store entry's revision (1 when added, one more per update); None for a config entry.
     #: ``update(..., revision=...)`` changes the entry only if it is still this one.
     revision: int | None = None
+    #: A one-shot's state (docs/design.md §21): done, paused or to come; None for other entries.
+    state: str | None = None
 
     @property
     def paused(self) -> bool:
@@ -145,18 +149,30 @@ def entry_views(
             for planned_name in planning[name]
             for slot in planned.next_slots(planned_name, fences.get(planned_name), now, count)
         ]
+        pause = pause_of(name, pause_text)
+        entry, fence = planned.catalog.entries.get(name), fences.get(name)
         views.append(
             EntryView(
                 name,
                 source,
                 definition,
-                pause_of(name, pause_text),
+                pause,
                 sorted(slots)[:count],
                 recent_outcomes(store, name, recent) if recent else [],
                 revision,
+                one_shot_state(entry, fence, slots, pause is not None and pause.paused),
             )
         )
     return views
+
+
+def one_shot_state(
+    entry: Entry | None, fence: Fence | None, slots: list[int], paused: bool
+) -> str | None:
+    """A one-shot's state for the views (None for any other entry)."""
+    if entry is None:
+        return None
+    return once_state(entry.source, None if fence is None else fence.slot, slots, paused)
 
 
 def recent_outcomes(store: Store, name: str, count: int = RECENT) -> list[Record]:

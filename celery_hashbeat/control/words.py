@@ -13,9 +13,9 @@ def schedule_text(data: Any) -> str:
         words = [str(data["hashcron"])]
         words += [f"({data['tz']})"] if data.get("tz") else []
         words += ["day_and"] if data.get("day_and") else []
-        return " ".join(words)
+        return " ".join(words) + excluding_text(data)
     if "hashinterval" in data:
-        return f"hashinterval {data['hashinterval']:g}s"
+        return f"hashinterval {data['hashinterval']:g}s" + excluding_text(data)
     if "every" in data:
         return f"every {data['every']:g}s"
     if "crontab" in data:
@@ -25,4 +25,15 @@ def schedule_text(data: Any) -> str:
     if "solar" in data:
         fields = data["solar"]
         return f"solar {fields.get('event')} {fields.get('lat')},{fields.get('lon')}"
+    if "at" in data:
+        return f"at {data['at']} (one-shot)"
     return str(data)
+
+
+def excluding_text(data: dict[str, Any]) -> str:
+    """``, excluding sat,sun; holidays:US (next_business_day)`` for a schedule with a calendar
+    (docs/design.md §20)."""
+    if not data.get("exclude"):
+        return ""
+    mode = data.get("on_excluded")
+    return f", excluding {'; '.join(data['exclude'])}" + (f" ({mode})" if mode else "")

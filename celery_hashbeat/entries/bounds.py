@@ -6,11 +6,11 @@ entry alike; ``max_runs`` is checked against the run count the store keeps besid
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 from celery_hashbeat.entries.errors import EntryFinished
 from celery_hashbeat.expr.slots import Slots, to_datetime, to_ms
+from celery_hashbeat.schedules import aware_datetime
 
 
 class BoundedSlots(Slots):
@@ -43,24 +43,7 @@ class BoundedSlots(Slots):
 
 def bound_ms(value: Any, name: str) -> int | None:
     """``start`` or ``end`` as epoch ms: an aware datetime or ISO 8601 text with an offset."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        try:
-            value = datetime.fromisoformat(value)
-        except ValueError:
-            raise ValueError(
-                f"{name!r} must be an ISO 8601 date and time with its offset, such as "
-                f"2026-12-01T06:00:00+00:00, not {value!r}"
-            ) from None
-    if not isinstance(value, datetime):
-        raise ValueError(f"{name!r} must be an aware datetime, not {type(value).__name__}")
-    if value.tzinfo is None or value.utcoffset() is None:
-        raise ValueError(
-            f"{name!r} is {value.isoformat()} with no time zone: give it one (an offset such as "
-            f"+00:00, or tzinfo=ZoneInfo(...)), so that every beat reads the same instant"
-        )
-    return to_ms(value)
+    return None if value is None else to_ms(aware_datetime(value, repr(name)))
 
 
 def check_bounds(start: int | None, end: int | None, max_runs: Any) -> int | None:

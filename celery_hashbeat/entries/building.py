@@ -8,7 +8,9 @@ keeps of each entry and how it moves through its slots.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
+from datetime import tzinfo
 from typing import TYPE_CHECKING, Any
 
 from celery.beat import ScheduleEntry
@@ -18,8 +20,12 @@ from celery_hashbeat.entries.bounds import BoundedSlots, bound_ms, check_bounds
 from celery_hashbeat.entries.derived import DerivedSlots
 from celery_hashbeat.entries.entry import Entry
 from celery_hashbeat.entries.errors import EntryError, ScheduleEnded, ScheduleTooSlow
+from celery_hashbeat.entries.oneshot import OnceSlots
 from celery_hashbeat.entries.promises import promise_keys, promises_of
-from celery_hashbeat.expr.slots import Slots, to_datetime
+from celery_hashbeat.expr.calendar import check_on_excluded
+from celery_hashbeat.expr.slots import CalendarSlots, Slots, to_datetime
+from celery_hashbeat.expr.zones import load_zone
+from celery_hashbeat.schedules import at, excluded_days, hashcron
 from celery_hashbeat.settings import catch_up_mode, catch_up_window, overlap_mode
 
 if TYPE_CHECKING:
@@ -41,6 +47,8 @@ KNOWN_KEYS = frozenset(
         "start",
         "end",
         "max_runs",
+        "exclude",
+        "on_excluded",
         # What the entry promises its operators (entries/promises.py).
         "max_lateness",
         "alert_after_failures",
@@ -72,6 +80,7 @@ def as_definition(definition: Any) -> Mapping[str, Any] | None:
             "catch_up_window": None if definition.window is None else definition.window / 1000,
             "overlap": definition.overlap,
             **bounds_of(definition),
+            **calendar_keys(definition),
             **promise_keys(definition.promises),
         }
     if isinstance(definition, ScheduleEntry):
@@ -94,6 +103,15 @@ def bounds_of(entry: Entry) -> dict[str, Any]:
         (key, to_datetime(ms)) for key, ms in (("start", start), ("end", end)) if ms is not None
     )
     return found
+
+
+def calendar_keys(entry: Entry) -> dict[str, Any]:
+    """The ``exclude`` and ``on_excluded`` keys an entry was built with (none without)."""
+    source = entry.source
+    source = source.inner if isinstance(source, BoundedSlots) else source
+    if not isinstance(source, CalendarSlots):
+        return {}
+    return {"exclude": list(source.calendar.specs), "on_excluded": source.mode}
 
 
 def build_entry(
@@ -133,6 +151,10 @@ def build_entry(
             else default_window(given, settings)
         )
         source = shared.source(name, given, relative)
+        calendar = calendar_of(definition, given)
+        if calendar is not None:
+            source = shared.excluding(source, calendar[0], zone_of(given, shared), calendar[1])
+            fingerprint = excluding_fingerprint(fingerprint, *calendar)
         max_runs = None
         if not BOUNDS.isdisjoint(definition):
             start = bound_ms(definition.get("start"), "start")
@@ -168,6 +190,42 @@ def build_entry(
     return entry
 
 
+def calendar_of(definition: Mapping[str, Any], given: Any) -> tuple[tuple[str, ...], str] | None:
+    """The entry's exclude list (its schedule's and its own ``exclude`` key's, in that order)
+    and ``on_excluded`` mode; None when it excludes nothing (docs/design.md §20)."""
+    own = definition.get("exclude")
+    specs = (*getattr(given, "exclude", ()), *excluded_days(own))
+    if not specs:
+        if definition.get("on_excluded") is not None:
+            raise ValueError("'on_excluded' says what to do on an excluded day: give 'exclude' too")
+        return None
+    if isinstance(given, at):
+        raise ValueError(
+            "a one-shot (at) has one instant: 'exclude' cannot apply; choose another instant"
+        )
+    if own is not None and not (isinstance(own, str) or _is_list(own)):
+        raise ValueError(f"'exclude' must be a list of texts, not {own!r}")
+    mode = definition.get("on_excluded") or getattr(given, "on_excluded", None)
+    return tuple(dict.fromkeys(specs)), check_on_excluded(mode)
+
+
+def zone_of(given: Any, shared: SharedSlots) -> tzinfo:
+    """The zone an entry's days are counted in: its hashcron's, else the app's."""
+    zone = getattr(given, "zone", None) if isinstance(given, hashcron) else None
+    return shared.zone if zone is None else load_zone(zone)
+
+
+def excluding_fingerprint(fingerprint: str, specs: tuple[str, ...], mode: str) -> str:
+    """The fingerprint of a schedule with a calendar: a changed calendar is a changed schedule.
+    A schedule without one keeps its plain fingerprint (the store's fences of old stay valid)."""
+    text = "\x1f".join((fingerprint, mode, *specs))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _is_list(value: object) -> bool:
+    return isinstance(value, list | tuple) and all(isinstance(item, str) for item in value)
+
+
 def _is_mapping(value: object) -> bool:
     return type(value) is dict or isinstance(value, Mapping)
 
@@ -184,7 +242,10 @@ def default_window(given: Any, settings: Settings) -> float | None:
 def first_slot(source: Slots, now: int) -> None:
     """Check that ``source`` can say its first slot. A Celery schedule that fails for another
     reason than having ended or being too slow (a database it reads is not up yet) is kept:
-    the scheduler asks it again every ``beat_max_loop_interval``, as Celery's own does."""
+    the scheduler asks it again every ``beat_max_loop_interval``, as Celery's own does. A
+    one-shot whose instant has passed is kept too: its fence says whether it ran (§21)."""
+    if isinstance(source, OnceSlots):
+        return
     try:
         source.next_after(now)
     except (ScheduleEnded, ScheduleTooSlow):

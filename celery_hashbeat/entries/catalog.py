@@ -25,7 +25,9 @@ from celery_hashbeat.entries.building import as_definition, build_entry
 from celery_hashbeat.entries.entry import Entry, StoredFence
 from celery_hashbeat.entries.errors import EntryError
 from celery_hashbeat.entries.fanout import FanOut, sub_name
+from celery_hashbeat.entries.oneshot import OnceSlots
 from celery_hashbeat.entries.sharing import SharedSlots, schedule_digest
+from celery_hashbeat.expr.slots import to_datetime
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -198,11 +200,20 @@ class Catalog:
 
     @classmethod
     def trial(
-        cls, app: Celery, settings: Settings, now_ms: int, name: str, definition: Any
+        cls,
+        app: Celery,
+        settings: Settings,
+        now_ms: int,
+        name: str,
+        definition: Any,
+        *,
+        written: bool = False,
     ) -> Entry:
         """``definition`` built alone, as a catalog builds it (fanned out, a ``"*"`` or empty
         worker list to a placeholder worker), to check it and to see what it runs; a refusal
-        raises EntryError with the message a beat would log."""
+        raises EntryError with the message a beat would log. ``written``: it is being written
+        now, so a one-shot the beats would never send (its instant past, beyond what its
+        catch-up sends) is refused too (docs/design.md §21)."""
         refusals: dict[str, str] = {}
         alone = cls(app, settings, lambda: now_ms, ignore_added, refusals.__setitem__)
         alone.fanout.nodes = (PROBE_NODE,)
@@ -214,13 +225,19 @@ class Catalog:
             probe = sub_name(name, PROBE_NODE)
             message = next(iter(refusals.values()))
             raise EntryError(message.replace(f"entry {probe!r}", f"entry {name!r}"))
-        return alone.entries[min(alone.entries)]
+        entry = alone.entries[min(alone.entries)]
+        if written:
+            refuse_past_once(name, entry, now_ms)
+        return entry
 
     def counts_from(self, name: str, fence_ms: int | None, floors: Mapping[str, int]) -> int | None:
         """Where entry ``name``'s slots count from as a leader plans them: its fence, unless it
         (or the entry it is a copy of) was added, updated or resumed later (its floor), so
-        that nothing from before then is ever caught up (docs/design.md §13)."""
+        that nothing from before then is ever caught up (docs/design.md §13). A one-shot whose
+        slot was claimed stays done whatever its floor (§21)."""
         floor = floors.get(name) if floors else None
+        if floor is not None and is_done_once(self.entries.get(name), fence_ms):
+            return fence_ms
         if floor is None and floors:
             floor = floors.get(self.fanout.parent_of(name) or "")
         if floor is None or (fence_ms is not None and fence_ms >= floor):
@@ -295,6 +312,28 @@ class Catalog:
     def _refuse(self, name: str, message: str) -> None:
         self._refused(name, message)
         self.broken.add(name)
+
+
+def refuse_past_once(name: str, entry: Entry, now_ms: int) -> None:
+    """A one-shot written with an instant that has passed is refused unless its catch-up
+    sends it late (``catch_up`` latest or all, and within any ``catch_up_window``)."""
+    source = entry.source
+    if not isinstance(source, OnceSlots):
+        return
+    if source.instant <= now_ms and not upcoming(entry, None, 0, now_ms, 1):
+        when = to_datetime(source.instant).isoformat(timespec="seconds")
+        window = "" if entry.window is None else f", window {entry.window // 1000}s"
+        raise EntryError(
+            f"entry {name!r}: its one-shot instant, {when}, has passed and its catch-up "
+            f"({entry.catch_up}{window}) would never send it: give a later instant, or "
+            f"catch_up 'latest' to send it now"
+        )
+
+
+def is_done_once(entry: Entry | None, fence_ms: int | None) -> bool:
+    """Whether ``entry`` is a one-shot whose one slot the fence ``fence_ms`` claimed."""
+    source = None if entry is None else entry.source
+    return isinstance(source, OnceSlots) and fence_ms == source.instant
 
 
 def upcoming(entry: Entry, since_ms: int | None, runs: int, now_ms: int, count: int) -> list[int]:

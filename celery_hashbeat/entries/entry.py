@@ -19,6 +19,7 @@ from celery.beat import BeatLazyFunc, ScheduleEntry
 
 from celery_hashbeat.entries.bounds import BoundedSlots
 from celery_hashbeat.entries.errors import ScheduleEnded
+from celery_hashbeat.entries.oneshot import OnceSlots
 from celery_hashbeat.entries.promises import Promises
 from celery_hashbeat.expr.slots import Slots, to_datetime, to_ms
 from celery_hashbeat.schedules import HashSchedule
@@ -252,6 +253,7 @@ class Entry(ScheduleEntry):
             and self.max_runs == other.max_runs
             and self.promises == other.promises
             and self.bounds == other.bounds
+            and self.fingerprint == other.fingerprint
             and type(self._schedule) is type(other._schedule)
             and self._schedule == other._schedule
         )
@@ -274,6 +276,8 @@ class Entry(ScheduleEntry):
         """Pick the entry up as a new leader: catch up from the last slot enqueued, or, for one
         never enqueued, wait for its next slot after now (a new entry never fires on start)."""
         self.pending = None
+        if isinstance(self.source, OnceSlots):
+            fence = self.source.counts_from(fence)
         if fence is None:
             self.slot = self.source.next_after(now)
         else:

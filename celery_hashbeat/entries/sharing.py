@@ -18,8 +18,10 @@ from celery.schedules import BaseSchedule, crontab, schedule, solar
 
 from celery_hashbeat.entries.derived import DerivedSlots, crontab_slots
 from celery_hashbeat.entries.errors import EntryError
-from celery_hashbeat.expr.slots import ChainSlots, CronSlots, Slots, duration_ms
-from celery_hashbeat.schedules import hashcron, hashinterval
+from celery_hashbeat.entries.oneshot import OnceSlots
+from celery_hashbeat.expr.calendar import Calendar, parse_calendar
+from celery_hashbeat.expr.slots import CalendarSlots, ChainSlots, CronSlots, Slots, duration_ms
+from celery_hashbeat.schedules import at, hashcron, hashinterval
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -42,6 +44,10 @@ class SharedSlots:
         #: The last schedule whose identity was derived, and the identity: building an entry
         #: asks twice (its slots and its fingerprint), a million entries at start.
         self._derived: tuple[Any, Hashable | None] = (None, None)
+        self._calendars: dict[tuple[str, ...], Calendar] = {}
+        #: Calendar-wrapped sources by (the inner source's id, specs, zone, mode); each holds its
+        #: inner source, which the shared table keeps alive, so an id is never reused here.
+        self._excluding: dict[tuple[Any, ...], CalendarSlots] = {}
 
     @cached_property
     def zone(self) -> tzinfo:
@@ -94,7 +100,9 @@ class SharedSlots:
                 found = self._shared[resolved] = CronSlots(given.compile(name, self.zone))
             return found
         if isinstance(given, hashinterval):
-            return given.slots(name)
+            return given.interval_slots(name)
+        if isinstance(given, at):
+            return OnceSlots(given.instant_ms)
         if isinstance(given, int | float) and not isinstance(given, bool):
             given = timedelta(seconds=given)
         if isinstance(given, timedelta):
@@ -117,6 +125,24 @@ class SharedSlots:
             f"hashinterval, crontab, solar, a celery.schedules.schedule, a timedelta or seconds"
         )
 
+    def calendar(self, specs: tuple[str, ...]) -> Calendar:
+        """The calendar of an exclude list, parsed once for every entry that gives it."""
+        found = self._calendars.get(specs)
+        if found is None:
+            found = self._calendars[specs] = parse_calendar(specs)
+        return found
+
+    def excluding(
+        self, source: Slots, specs: tuple[str, ...], zone: tzinfo, mode: str
+    ) -> CalendarSlots:
+        """``source`` without the days ``specs`` exclude, shared by entries that agree."""
+        identity = ("calendar", id(source), specs, str(zone), mode)
+        found = self._excluding.get(identity)
+        if found is None:
+            found = CalendarSlots(source, self.calendar(specs), zone, mode)
+            self._excluding[identity] = found
+        return found
+
     def fingerprint(self, given: Any, relative: bool) -> str:
         """A short digest of what decides an entry's slots, the same in every process and
         release, so that the store can tell a changed schedule from the one it fenced. Computed
@@ -138,6 +164,8 @@ class SharedSlots:
             return cron if given.offsets is None else (*cron, given.offsets)
         if isinstance(given, hashinterval):
             return ("hashinterval", given.every, given.key)
+        if isinstance(given, at):
+            return ("at", given.instant_ms)
         if isinstance(given, int | float) and not isinstance(given, bool):
             given = timedelta(seconds=given)
         if isinstance(given, timedelta):

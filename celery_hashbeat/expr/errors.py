@@ -43,3 +43,8 @@ class CronSyntaxError(ValueError, HashbeatError):
 class NoFireTimeError(LookupError, HashbeatError):
     """No fire time exists in the asked direction (the calendar's end, or a time zone whose
     transitions swallow every matching wall time)."""
+
+
+class CalendarError(ValueError, HashbeatError):
+    """An exclude entry (or on_excluded value) that does not parse, or a calendar that excludes
+    every day; the message names it and says what to write."""

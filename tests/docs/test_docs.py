@@ -18,7 +18,7 @@ import pytest
 from celery import Celery
 from celery.schedules import crontab, schedule
 
-from celery_hashbeat import hashcron
+from celery_hashbeat import at, hashcron
 
 from .markdown import anchors, blocks, links, load_yaml
 from .runner import ROOT, DocRun, check_app
@@ -166,14 +166,20 @@ def test_django_export_converts_every_schedule_kind(
         ),
         _row("poll-feeds", interval=SimpleNamespace(every=30, period="seconds")),
         _row("sunset", solar=SimpleNamespace(event="sunset", latitude=56.95, longitude=24.1)),
-        _row("launch", clocked=SimpleNamespace(clocked_time="2026-01-01T00:00:00Z")),
+        _row(
+            "launch",
+            clocked=SimpleNamespace(clocked_time="2031-01-01T00:00:00+00:00"),
+            one_off=True,
+        ),
         _row("once", interval=SimpleNamespace(every=1, period="hours"), one_off=True),
     ]
     exported, skipped = migration["beat_schedule_from_django"](rows)
-    assert set(exported) == {"nightly-report", "poll-feeds", "sunset", "once"}
-    assert set(skipped) == {"launch"}
-    # A one_off row runs once: max_runs=1, as migration.md's table and workers.md both say.
-    assert exported["once"]["max_runs"] == 1
+    assert set(exported) == {"nightly-report", "poll-feeds", "sunset", "launch", "once"}
+    assert skipped == []
+    assert exported["launch"]["schedule"] == at("2031-01-01T01:00:00+01:00")
+    # A one_off row runs once: max_runs=1, as migration.md's table and workers.md both say;
+    # a clocked one is a one-shot, which runs once by itself.
+    assert "max_runs" not in exported["launch"] and exported["once"]["max_runs"] == 1
     nightly = exported["nightly-report"]
     assert nightly["schedule"] == hashcron("0 4 * * mon-fri", tz="Europe/Riga", day_and=True)
     assert nightly["args"] == ["eu"] and nightly["kwargs"] == {"full": True}

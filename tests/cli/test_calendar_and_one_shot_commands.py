@@ -1,0 +1,181 @@
+"""``hashbeat add --exclude/--on-excluded/--at``, ``show``, ``schedule`` and ``explain`` for
+calendars and one-shots (docs/design.md §20, §21), as an operator runs them: real processes
+against a real Redis store. Each refusal is one line with exit code 2 that stores nothing."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
+
+from celery_hashbeat.control.definitions import decode
+from celery_hashbeat.store import Store
+from tests.cli.conftest import APP
+
+Run = Callable[..., subprocess.CompletedProcess[str]]
+TASK = "tests.cli.proj.refresh_all"
+
+
+def ok(done: subprocess.CompletedProcess[str]) -> str:
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def refused(done: subprocess.CompletedProcess[str], *words: str) -> str:
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert all(word in lines[0] for word in words), lines[0]
+    return lines[0]
+
+
+def test_add_with_exclude_stores_the_calendar_and_show_says_it(run: Run, store: Store) -> None:
+    out = ok(
+        run(
+            "hashbeat",
+            "add",
+            "report",
+            "-A",
+            APP,
+            "--task",
+            TASK,
+            "--cron",
+            "H 9 * * *",
+            "--exclude",
+            "sat,sun",
+            "--exclude",
+            "holidays:US",
+            "--on-excluded",
+            "next_business_day",
+        )
+    )
+    assert "added 'report'" in out
+    stored = decode("report", store.controls_of("report")[0] or "").definition
+    assert stored["exclude"] == ["sat,sun", "holidays:US"]
+    assert stored["on_excluded"] == "next_business_day"
+
+    shown = json.loads(ok(run("hashbeat", "show", "report", "-A", APP, "--json")))
+    slots = [datetime.fromisoformat(s) for s in shown["next_slots"]]
+    assert slots and all(slot.weekday() < 5 for slot in slots)
+
+
+def test_add_refuses_a_calendar_that_never_fires_naming_the_entry(run: Run, store: Store) -> None:
+    refused(
+        run(
+            "hashbeat",
+            "add",
+            "sat-job",
+            "-A",
+            APP,
+            "--task",
+            TASK,
+            "--cron",
+            "0 9 * * sat",
+            "--exclude",
+            "sat",
+        ),
+        "'sat-job'",
+        "never fires",
+    )
+    refused(
+        run("hashbeat", "add", "x", "-A", APP, "--task", TASK, "--every", "60", "--exclude", "bad"),
+        "'x'",
+        "'bad'",
+        "weekday",
+    )
+    assert store.controls_of("sat-job")[0] is None and store.controls_of("x")[0] is None
+
+
+def test_add_at_makes_a_one_shot_and_refuses_a_naive_or_past_instant(
+    run: Run, store: Store
+) -> None:
+    soon = (datetime.now(timezone.utc) + timedelta(hours=2)).replace(microsecond=0)
+    out = ok(run("hashbeat", "add", "launch", "-A", APP, "--task", TASK, "--at", soon.isoformat()))
+    assert "added 'launch'" in out
+    shown = ok(run("hashbeat", "show", "launch", "-A", APP))
+    assert "to come, at" in shown and soon.strftime("%H:%M") in shown
+
+    refused(
+        run("hashbeat", "add", "naive", "-A", APP, "--task", TASK, "--at", "2030-01-01T09:00:00"),
+        "'naive'",
+        "no time zone",
+    )
+    past = (datetime.now(timezone.utc) - timedelta(hours=1)).isoformat()
+    refused(
+        run(
+            "hashbeat",
+            "add",
+            "late",
+            "-A",
+            APP,
+            "--task",
+            TASK,
+            "--at",
+            past,
+            "--catch-up",
+            "skip",
+        ),
+        "'late'",
+        "has passed",
+        "catch_up",
+    )
+    assert store.controls_of("naive")[0] is None and store.controls_of("late")[0] is None
+    # catch_up "latest" (the default) allows it: it is sent as soon as a beat leads.
+    ok(run("hashbeat", "add", "late", "-A", APP, "--task", TASK, "--at", past))
+
+
+def test_explain_shows_excluded_and_moved_slots(run: Run) -> None:
+    out = ok(
+        run(
+            "hashbeat",
+            "explain",
+            "0 9 * * *",
+            "--tz",
+            "America/New_York",
+            "--after",
+            "2026-12-24 00:00:00",
+            "-n",
+            "2",
+            "--exclude",
+            "sat,sun",
+            "--exclude",
+            "holidays:US",
+            "--on-excluded",
+            "next_business_day",
+        )
+    )
+    lines = [line for line in out.splitlines() if line.startswith("  ")]
+    assert [line.split()[:2] for line in lines] == [
+        ["Thu", "2026-12-24"],
+        ["Fri", "2026-12-25"],
+        ["Sat", "2026-12-26"],
+        ["Sun", "2026-12-27"],
+        ["Mon", "2026-12-28"],
+    ]
+    assert lines[1].endswith("excluded, moved to Mon 2026-12-28")
+    assert lines[4].endswith("moved from Fri 2026-12-25, Sat 2026-12-26, Sun 2026-12-27")
+
+
+def test_schedule_lists_one_shots_and_calendars(run: Run) -> None:
+    out = ok(run("hashbeat", "schedule", "-A", "tests.cli.calendar_proj", "--no-store"))
+    launch = next(line for line in out.splitlines() if line.startswith("launch "))
+    assert " at " in launch and "2031-06-01T09:00:00+02:00" in launch
+    assert "weekdays: excluding sat,sun (skip)" in out
+    assert "moved: excluding 2031-01-01 (previous_business_day)" in out
+    rows = json.loads(
+        ok(run("hashbeat", "schedule", "-A", "tests.cli.calendar_proj", "--no-store", "--json"))
+    )["entries"]
+    launch_row = next(row for row in rows if row["name"] == "launch")
+    assert launch_row["kind"] == "at" and launch_row["next_ms"] == 1_938_063_600_000
+
+
+def test_spread_counts_what_calendars_leave_out_and_move(run: Run) -> None:
+    # A week from Saturday 2030-12-28: the weekend's two slots of "weekdays" are left out, and
+    # "moved"'s slot of 2031-01-01 goes to 2030-12-31, where one already is: one slot, moved.
+    args = ["-A", "tests.cli.calendar_proj", "--date", "2030-12-28", "--week", "--json"]
+    shown = json.loads(ok(run("hashbeat", "spread", *args)))
+    assert shown["calendars"] == {"excluded": 2, "moved": 1}
+    # launch is outside the week; weekdays fires Mon-Fri (5), moved every day but the 1st (6),
+    # and Celery's own celery.backend_cleanup every day (7).
+    assert shown["hashed"]["total"] == 5 + 6 + 7
