@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import waitress
 from selenium import webdriver
-from selenium.common.exceptions import TimeoutException
+from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.wait import WebDriverWait
@@ -103,11 +103,12 @@ def click(driver: Any, text: str) -> None:
 
 def shows(driver: Any, text: str, timeout_s: float = 10.0) -> bool:
     """Whether the page comes to show ``text`` (any case) within ``timeout_s``: a click that
-    submits a form returns before the next page has loaded."""
+    submits a form returns before the next page has loaded, so the body read may belong to the
+    page that is going away (stale): then it is read again."""
     try:
-        WebDriverWait(driver, timeout_s).until(
-            lambda d: text.lower() in d.find_element(By.TAG_NAME, "body").text.lower()
-        )
+        WebDriverWait(
+            driver, timeout_s, ignored_exceptions=(StaleElementReferenceException,)
+        ).until(lambda d: text.lower() in d.find_element(By.TAG_NAME, "body").text.lower())
     except TimeoutException:
         return False
     return True
