@@ -7,10 +7,12 @@ Environment: ``HASHBEAT_CHAOS_BROKER``, ``HASHBEAT_CHAOS_STORE``, ``HASHBEAT_CHA
 /metrics and the probes there; unset: no HTTP) and, optionally,
 ``HASHBEAT_CHAOS_CONFIRMS=1`` turns publisher confirms on (RabbitMQ's ``confirm_publish``), and
 ``HASHBEAT_CHAOS_PUBLISH_LOG``: a file where the beat appends ``entry, slot, publish time`` after
-every publish, for the punctuality benchmark; ``HASHBEAT_CHAOS_IDLE_THREAD=1`` starts an idle
-thread at import, as error trackers and metrics exporters do (a signal may then reach any thread).
-``HASHBEAT_CHAOS_CLOCK_FILE`` names a file holding a clock offset in seconds, read on SIGUSR2: the
-beat's wall clock steps by it (a clock a test must move is the one thing not real here).
+every publish, for the punctuality benchmark; ``HASHBEAT_CHAOS_IDLE_THREAD=1`` starts an idle thread
+at import, as error trackers and metrics exporters do (a signal may then reach any thread).
+``HASHBEAT_CHAOS_HOOKED=1`` wraps Celery's ``Scheduler.apply_entry`` as Sentry's integration does,
+so every slot goes through the hook; ``HASHBEAT_CHAOS_CLOCK_FILE`` names a file holding a clock
+offset in seconds, read on SIGUSR2: the beat's wall clock steps by it (a clock a test must move is
+the one thing not real here).
 """
 
 from __future__ import annotations
@@ -196,3 +198,14 @@ if _clock_file:
 
     time.time = _stepped_time  # read by the scheduler as it starts (Scheduler.clock)
     signal.signal(signal.SIGUSR2, _step_clock)
+
+
+if os.environ.get("HASHBEAT_CHAOS_HOOKED") == "1":
+    from celery import beat as celery_beat
+
+    _apply_entry = celery_beat.Scheduler.apply_entry
+
+    def _hooked_apply_entry(self: Any, entry: Any, producer: Any = None) -> Any:
+        return _apply_entry(self, entry, producer=producer)
+
+    celery_beat.Scheduler.apply_entry = _hooked_apply_entry  # type: ignore[method-assign]

@@ -1,16 +1,15 @@
 """The fault x path matrix (docs/design.md §17): every fault against every path, one judge.
 
-A *path* is a way a slot travels from the leader to the broker (the Redis batch, the AMQP batch
-with and without publisher confirms, the per-message fallback, messages made ahead for a burst,
-run leases, per-worker copies, operators' triggers, stored definitions). A *fault* is something
-production does to a beat, its broker or its store (SIGKILL, SIGSTOP past the lease, two SIGTERMs,
-a broker that refuses, hangs or closes the channel, a store that loses a reply, hangs or loses its
-replica, a clock step). A *cell* runs two real ``celery beat`` processes on one path, strikes with
-one fault, lets the beats heal, and hands the record to the harness's judge: every (entry, slot)
-at most once, and (``catch_up="all"``) at least once except what a beat logged as "may or may
-not have reached the broker"; every trigger at most once, and at least once unless logged
-lost.
-"""
+A *path* is a way a slot travels from the leader to the broker (the Redis batch, the AMQP batch with
+and without publisher confirms, the per-message fallback, a hooked ``apply_entry``, messages made
+ahead for a burst, run leases, per-worker copies, operators' triggers, stored definitions). A
+*fault* is something production does to a beat, its broker or its store (SIGKILL, SIGSTOP past the
+lease, two SIGTERMs, a broker that refuses, hangs or closes the channel, a store that loses a reply,
+hangs or loses its replica, a clock step). A *cell* runs two real ``celery beat`` processes on one
+path, strikes with one fault, lets the beats heal, and hands the record to the harness's judge:
+every (entry, slot) at most once, and (``catch_up="all"``) at least once except what a beat logged
+as "may or may not have reached the broker"; every trigger at most once, and at least once unless
+logged lost."""
 
 from __future__ import annotations
 
@@ -76,6 +75,7 @@ PATHS: tuple[Path, ...] = (
     Path("amqp-batch", amqp=True),
     Path("amqp-confirms", amqp=True, env={"HASHBEAT_CHAOS_CONFIRMS": "1"}),
     Path("per-message", schedule="per-message"),
+    Path("hooked", env={"HASHBEAT_CHAOS_HOOKED": "1"}),
     Path("made-ahead", schedule="wave:300"),
     Path("overlap", schedule="overlap"),
     Path("fan-out", schedule="fan-out"),
