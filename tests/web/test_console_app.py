@@ -229,17 +229,24 @@ def test_the_kept_plan_follows_the_clock_and_changes_made_elsewhere(
     assert f"<code>{parse('H H * * *', key='stored-report')}</code>" in page
 
 
-def test_a_pause_keeps_the_plan_and_a_changed_definition_builds_it_again(
+def test_changes_made_elsewhere_are_taken_into_the_kept_plan_without_building_it_again(
     console: ConsoleApp, admin: ScheduleAdmin, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     built = []
     plan = console.admin.plan
-    monkeypatch.setattr(console.admin, "plan", lambda: built.append(1) or plan())
+    monkeypatch.setattr(console.admin, "plan", lambda *given: built.append(1) or plan(*given))
     client = Client(console)
     client.get("/")
     admin.pause("nightly", "kept")
     assert "paused: kept" in client.get("/").get_data(as_text=True)
-    assert len(built) == 1
     admin.update("stored-report", schedule=hashcron("H H * * *"))
-    client.get("/")
-    assert len(built) == 2
+    page = client.get("/").get_data(as_text=True)
+    assert f"<code>{parse('H H * * *', key='stored-report')}</code>" in page
+    admin.add("a-first-report", "shop.report", hashcron("H * * * *"))
+    page = client.get("/").get_data(as_text=True)
+    names = re.findall(r'href="/entry\?name=([\w-]+)"', page)
+    assert names.index("a-first-report") < names.index("nightly"), "rows not in order of name"
+    assert next_slot_of(page, "a-first-report")
+    admin.remove("stored-report")
+    assert "stored-report" not in client.get("/").get_data(as_text=True)
+    assert len(built) == 1, "the kept plan was built again for a change"
