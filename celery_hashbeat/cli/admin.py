@@ -13,7 +13,6 @@ from typing import Any
 import click
 
 from celery_hashbeat.cli.changes import (
-    OPTION_FIELDS,
     REASON,
     UNSETTABLE,
     Refused,
@@ -36,6 +35,7 @@ from celery_hashbeat.cli.output import (
     stamp_iso,
 )
 from celery_hashbeat.control.admin import AdminError, ScheduleAdmin
+from celery_hashbeat.control.fields import OPTION_FIELDS
 
 
 @contextmanager

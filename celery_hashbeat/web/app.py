@@ -25,7 +25,7 @@ from celery_hashbeat.store.base import StoreError
 from celery_hashbeat.web.actions import act
 from celery_hashbeat.web.auth import CSRF_COOKIE, SESSION_COOKIE, SESSION_S, Guard
 from celery_hashbeat.web.console import STATES, Console, PlanCache
-from celery_hashbeat.web.forms import FIELDS, KINDS, EntryForm
+from celery_hashbeat.web.forms import FIELDS, HELP, KINDS, ON_EXCLUDED_CHOICES, EntryForm
 from celery_hashbeat.web.spread import svg
 
 if TYPE_CHECKING:
@@ -250,9 +250,7 @@ class ConsoleApp:
                 if view is None or view.source != "store":
                     raise NotFound(f"No store entry {editing!r} to edit.")
                 form = EntryForm.of(editing, view.definition, getattr(view, "revision", None))
-            return self.render(
-                request, "form.html", form=form, editing=editing, fields=FIELDS, kinds=KINDS
-            )
+            return self.form_page(request, form, editing)
         form = EntryForm({key: request.form.get(key, "") for key in (*FIELDS, "revision")})
         if editing is not None:
             form.values["name"] = editing
@@ -261,8 +259,21 @@ class ConsoleApp:
             verb = "added" if editing is None else "updated"
             query = urlencode({"name": name, "notice": f"{verb} {name}"})
             return redirect("/entry?" + query, code=303)
+        return self.form_page(request, form, editing, status=400)
+
+    def form_page(
+        self, request: Request, form: EntryForm, editing: str | None, status: int = 200
+    ) -> Response:
         return self.render(
-            request, "form.html", status=400, form=form, editing=editing, fields=FIELDS, kinds=KINDS
+            request,
+            "form.html",
+            status=status,
+            form=form,
+            editing=editing,
+            fields=FIELDS,
+            kinds=KINDS,
+            on_excluded=ON_EXCLUDED_CHOICES,
+            help=HELP,
         )
 
     def on_login(self, request: Request) -> Response:

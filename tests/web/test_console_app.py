@@ -175,6 +175,26 @@ def test_an_edit_made_from_a_stale_form_is_refused_and_the_other_change_is_kept(
     assert admin.get("stored-report").definition["schedule"] == {"hashcron": "H/30 * * * *"}
 
 
+def test_an_edit_keeps_what_the_form_does_not_show_and_drops_what_it_empties(
+    console: ConsoleApp, admin: ScheduleAdmin
+) -> None:
+    admin.update(
+        "stored-report",
+        options={"queue": "reports", "expires": 60},
+        exclude=["sat,sun"],
+        on_excluded="next_business_day",
+    )
+    client, token = signed_in(console)
+    form = {"csrf": token, "task": "shop.report", "kind": "hashcron", "schedule": "H 3 * * *"}
+    answer = client.post("/edit?name=stored-report", data={**form, "on_excluded": ""})
+    assert answer.status_code == 303, answer.get_data(as_text=True)
+    stored = admin.get("stored-report").definition
+    assert stored["schedule"] == {"hashcron": "H 3 * * *"}
+    assert stored["options"] == {"expires": 60}  # the queue emptied, expires kept
+    assert "exclude" not in stored
+    assert "on_excluded" not in stored
+
+
 def test_hashbeat_web_serves_the_entries_page_over_http() -> None:
     env = {**os.environ, "HASHBEAT_WEB_TOKEN": "t0ken", "PYTHONUNBUFFERED": "1"}
     command = [sys.executable, "-m", "celery_hashbeat", "web", "-A", "tests.web.webapp"]

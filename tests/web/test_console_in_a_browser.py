@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from celery import Celery
+from selenium.webdriver.support.ui import Select
 
 from celery_hashbeat import Scheduler
 from celery_hashbeat.control import polling
@@ -106,3 +107,59 @@ def test_a_form_error_is_shown_beside_its_field_and_a_fixed_entry_is_stored(
     stored = admin.get("eu-report")
     assert stored.source == "store"
     assert stored.definition["schedule"] == {"hashcron": "H 6 * * *"}
+
+
+def error_beside(driver: Any, control: Any) -> str:
+    """The text of the error a field's ``aria-describedby`` names (its help is named too)."""
+    ids = (control.get_attribute("aria-describedby") or "").split()
+    errors = [driver.find_element("id", each).text for each in ids if each.endswith("-error")]
+    assert errors, "no error is tied to the field"
+    return errors[0]
+
+
+def test_days_not_to_fire_on_and_a_one_shot_are_added_through_the_form(
+    browser: Any, site: str, admin: ScheduleAdmin
+) -> None:
+    log_in(browser, site)
+    click(browser, "Add an entry")
+    by_label(browser, "Name").send_keys("xmas-report")
+    by_label(browser, "Task").send_keys("shop.report")
+    by_label(browser, "Schedule").send_keys("H 6 * * *")
+    by_label(browser, "Days not to fire on (one a line)").send_keys("*-12-25\nfunday")
+    Select(by_label(browser, "On a day not to fire on")).select_by_visible_text("next business day")
+    click(browser, "Add entry")
+    assert shows(browser, "neither a date nor a weekday")
+    exclude = by_label(browser, "Days not to fire on (one a line)")
+    assert "funday" in error_beside(browser, exclude)
+    assert exclude.get_attribute("value") == "*-12-25\nfunday"  # nothing typed is lost
+    assert by_label(browser, "Name").get_attribute("value") == "xmas-report"
+    assert by_label(browser, "Schedule").get_attribute("value") == "H 6 * * *"
+    chosen = Select(by_label(browser, "On a day not to fire on")).first_selected_option
+    assert chosen.text == "next business day"
+    assert "xmas-report" not in [view.name for view in admin.list()]
+
+    exclude.clear()
+    exclude.send_keys("*-12-25\nsat,sun")
+    click(browser, "Add entry")
+    assert shows(browser, "added xmas-report")
+    stored = admin.get("xmas-report").definition
+    assert stored["exclude"] == ["*-12-25", "sat,sun"]
+    assert stored["on_excluded"] == "next_business_day"
+    assert shows(browser, '["*-12-25", "sat,sun"]')  # the entry's page shows them
+
+    click(browser, "Entries")
+    click(browser, "Add an entry")
+    by_label(browser, "Name").send_keys("launch")
+    by_label(browser, "Task").send_keys("shop.report")
+    at = by_label(browser, "One-shot at")
+    at.send_keys("2031-01-01T09:00:00")
+    click(browser, "Add entry")
+    assert shows(browser, "no time zone")
+    at = by_label(browser, "One-shot at")
+    assert "give it one" in error_beside(browser, at)
+    at.send_keys("+01:00")
+    click(browser, "Add entry")
+    assert shows(browser, "added launch")
+    launch = admin.get("launch")
+    assert launch.definition["schedule"] == {"at": "2031-01-01T09:00:00+01:00"}
+    assert launch.next_slots == [1925020800000]  # 2031-01-01 08:00 UTC
