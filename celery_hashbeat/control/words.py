@@ -30,6 +30,12 @@ def schedule_text(data: Any) -> str:
     return str(data)
 
 
+def entry_schedule_text(definition: dict[str, Any]) -> str:
+    """An entry's schedule in a few words, with the days its definition excludes (the entry's
+    ``exclude`` key, beside any its schedule has)."""
+    return schedule_text(definition.get("schedule")) + excluding_text(definition)
+
+
 def excluding_text(data: dict[str, Any]) -> str:
     """``, excluding sat,sun; holidays:US (next_business_day)`` for a schedule with a calendar
     (docs/design.md §20)."""

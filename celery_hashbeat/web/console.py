@@ -20,7 +20,7 @@ from celery_hashbeat.control.admin import ScheduleAdmin
 from celery_hashbeat.control.audit import Change
 from celery_hashbeat.control.polling import ControlState
 from celery_hashbeat.control.views import EntryView, Planned, follow
-from celery_hashbeat.control.words import schedule_text
+from celery_hashbeat.control.words import entry_schedule_text, schedule_text
 from celery_hashbeat.expr.balance import shape_of
 from celery_hashbeat.expr.errors import CronSyntaxError
 from celery_hashbeat.observe.history import Record
@@ -261,7 +261,7 @@ class Console:
         return Row(
             name=view.name,
             source=view.source,
-            written=schedule_text(view.definition.get("schedule")),
+            written=entry_schedule_text(view.definition),
             resolved="",  # drawn by with_outcomes, for the rows a page shows
             next_slots=view.next_slots,
             state=_state(view),
