@@ -25,7 +25,7 @@ from celery_hashbeat.store.base import StoreError
 from celery_hashbeat.web.actions import act
 from celery_hashbeat.web.auth import CSRF_COOKIE, SESSION_COOKIE, SESSION_S, Guard
 from celery_hashbeat.web.console import STATES, Console, PlanCache
-from celery_hashbeat.web.forms import FIELDS, HELP, KINDS, ON_EXCLUDED_CHOICES, EntryForm
+from celery_hashbeat.web.forms import EntryForm
 from celery_hashbeat.web.spread import svg
 
 if TYPE_CHECKING:
@@ -243,18 +243,12 @@ class ConsoleApp:
         if request.method == "POST" and not self.signed_in(request):
             return self.not_signed_in(request)
         if request.method == "GET":
-            if editing is None:
-                form = EntryForm.blank()
-            else:
-                view = self.admin.get(editing) if editing else None
-                if view is None or view.source != "store":
-                    raise NotFound(f"No store entry {editing!r} to edit.")
-                form = EntryForm.of(editing, view.definition, getattr(view, "revision", None))
+            form = EntryForm.blank() if editing is None else EntryForm.to_edit(self.admin, editing)
+            if form is None:
+                raise NotFound(f"No store entry {editing!r} to edit.")
             return self.form_page(request, form, editing)
-        form = EntryForm({key: request.form.get(key, "") for key in (*FIELDS, "revision")})
-        if editing is not None:
-            form.values["name"] = editing
-        if form.save(self.admin, editing):
+        form = EntryForm.posted(request.form, editing)
+        if form.save(self.admin, editing, who="console"):
             name = form.text("name")
             verb = "added" if editing is None else "updated"
             query = urlencode({"name": name, "notice": f"{verb} {name}"})
@@ -270,10 +264,7 @@ class ConsoleApp:
             status=status,
             form=form,
             editing=editing,
-            fields=FIELDS,
-            kinds=KINDS,
-            on_excluded=ON_EXCLUDED_CHOICES,
-            help=HELP,
+            controls=form.controls(editing),
         )
 
     def on_login(self, request: Request) -> Response:

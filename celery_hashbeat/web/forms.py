@@ -5,9 +5,11 @@ module only reads the text (JSON lists, numbers, which schedule) and names the f
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from celery_hashbeat._logs import WEB
 from celery_hashbeat.control.admin import (
     AdminError,
     ConflictError,
@@ -76,6 +78,26 @@ HINTS = (
 )
 
 
+@dataclass(frozen=True)
+class Control:
+    """One field of the form as a page draws it: a ``text`` input, a ``select`` of ``choices``
+    or a ``textarea``, with what it holds, its help and its error (tied to it by id)."""
+
+    key: str
+    label: str
+    widget: str
+    value: str
+    help: str = ""
+    error: str = ""
+    choices: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def described_by(self) -> str:
+        """The ids of the help and the error, for ``aria-describedby``."""
+        ids = [f"{self.key}-help"] if self.help else []
+        return " ".join([*ids, f"{self.key}-error"] if self.error else ids)
+
+
 class FieldRefusedError(AdminError):
     """A field's text could not be read; ``field`` names it."""
 
@@ -121,8 +143,42 @@ class EntryForm:
             }
         )
 
+    @classmethod
+    def to_edit(cls, admin: ScheduleAdmin, name: str) -> EntryForm | None:
+        """The form for editing store entry ``name``; None when there is no such entry."""
+        try:
+            view = admin.get(name)
+        except AdminError:
+            return None
+        return cls.of(name, view.definition, view.revision) if view.source == "store" else None
+
+    @classmethod
+    def posted(cls, values: Mapping[str, str], editing: str | None) -> EntryForm:
+        """The form as a browser sent it (an edit's name is the entry's, whatever was sent)."""
+        form = cls({key: values.get(key, "") for key in (*FIELDS, "revision")})
+        if editing is not None:
+            form.values["name"] = editing
+        return form
+
     def text(self, key: str) -> str:
         return self.values.get(key, "").strip()
+
+    def controls(self, editing: str | None) -> list[Control]:
+        """The fields as a page draws them (an edit keeps its name: no field for it)."""
+        choices = {"kind": tuple(KINDS.items()), "on_excluded": tuple(ON_EXCLUDED_CHOICES.items())}
+        return [
+            Control(
+                key,
+                label,
+                "select" if key in choices else "textarea" if key == "exclude" else "text",
+                self.values.get(key, ""),
+                HELP.get(key, ""),
+                self.errors.get(key, ""),
+                choices.get(key, ()),
+            )
+            for key, label in FIELDS.items()
+            if not (editing and key == "name")
+        ]
 
     def given(self) -> dict[str, Any]:
         """The fields as ``read_changes`` takes them, as ``hashbeat add`` gives its options
@@ -144,10 +200,12 @@ class EntryForm:
             )
         return given
 
-    def save(self, admin: ScheduleAdmin, editing: str | None) -> bool:
-        """Add the entry (or update ``editing``) through ScheduleAdmin; False, with the errors
-        beside their fields, when it was refused."""
+    def save(self, admin: ScheduleAdmin, editing: str | None, who: str) -> bool:
+        """Add the entry (or update ``editing``) through ScheduleAdmin, recorded in the audit
+        trail as made for ``who``; False, with the errors beside their fields, when it was
+        refused."""
         name = editing or self.text("name")
+        admin = admin.on_behalf_of(who)
         try:
             given = self.given()
             if editing is None:
@@ -181,6 +239,7 @@ class EntryForm:
         except AdminError as exc:
             self.errors[field_of(str(exc).replace(f"entry {name!r}", "entry"))] = str(exc)
             return False
+        WEB.info("console: %s %s %s", who, "added" if editing is None else "updated", name)
         return True
 
 

@@ -193,6 +193,7 @@ def test_an_edit_keeps_what_the_form_does_not_show_and_drops_what_it_empties(
     assert stored["options"] == {"expires": 60}  # the queue emptied, expires kept
     assert "exclude" not in stored
     assert "on_excluded" not in stored
+    assert admin.audit("stored-report")[0].who.user == "console"
 
 
 def test_hashbeat_web_serves_the_entries_page_over_http() -> None:
