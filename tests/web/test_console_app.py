@@ -194,6 +194,8 @@ def test_an_edit_keeps_what_the_form_does_not_show_and_drops_what_it_empties(
     assert "exclude" not in stored
     assert "on_excluded" not in stored
     assert admin.audit("stored-report")[0].who.user == "console"
+    assert client.get("/edit?name=no-such-entry").status_code == 404
+    assert client.get("/edit?name=nightly").status_code == 404  # beat_schedule's: not here
 
 
 def test_hashbeat_web_serves_the_entries_page_over_http() -> None:
