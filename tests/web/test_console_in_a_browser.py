@@ -79,9 +79,15 @@ def test_a_pause_from_the_page_stops_the_sends_and_a_trigger_sends_exactly_one(
     sent = [h for h in broker.new() if h["hashbeat_entry"] == "pulse"]
     assert len(sent) == 1
     assert TRIGGER_HEADER in sent[0]
-    screenshot(browser, "console-entry")
     click(browser, "Entries")
     screenshot(browser, "console-entries")
+    # The docs' picture of an entry's page: one of three entries of a shape, triggered once.
+    click(browser, "tenant-0-sync")
+    click(browser, "Trigger one run now")
+    assert shows(browser, "triggered tenant-0-sync")
+    run_for(beat, 1.5, until=lambda: bool(admin.recent("tenant-0-sync")))
+    browser.refresh()
+    screenshot(browser, "console-entry")
 
 
 def new_entry(driver: Any, name: str) -> None:
