@@ -307,7 +307,8 @@ class ScheduleAdmin:
         if not isinstance(reason, str):
             raise AdminError(f"entry {name!r}: the reason must be text, not {reason!r}")
         before = self.store.controls_of(name)[1]
-        record = encode_pause(Pause(True, reason, self._now_ms()))
+        who = str(who_am_i(self.who, self.settings.store_url))
+        record = encode_pause(Pause(True, reason, self._now_ms(), who=who))
         self.store.edit(name, {PAUSE: record})
         self._audit("pause", name, as_data(before), as_data(record), reason)
 

@@ -267,7 +267,7 @@ class Console:
             state=_state(view),
             reason=pause.reason if pause is not None else "",
             paused_at=pause.at if pause is not None else None,
-            who=str(getattr(pause, "who", "") or ""),
+            who=pause.who if pause is not None else "",
             copies=[
                 Row(copy, view.source, "", "", [], "paused" if pause else "", parent=view.name)
                 for copy in copies

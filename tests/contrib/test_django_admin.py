@@ -87,6 +87,7 @@ def test_a_user_with_the_change_permission_pauses_and_the_store_has_the_reason(
     assert (change.action, change.who.user, change.reason) == ("pause", "django:operator2", "audit")
     page = client.get("/admin/hashbeat/entry/entry/?name=stored-report").content.decode()
     assert "django:operator2 (" in page[page.index("Audit trail") :]
+    assert "by django:operator2 (" in page[: page.index("Audit trail")]  # who paused it
 
 
 NEW = "/admin/hashbeat/entry/new/"

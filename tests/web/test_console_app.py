@@ -107,6 +107,12 @@ def test_a_signed_in_pause_reaches_the_store_with_its_reason(
     page = client.get("/entry?name=nightly").get_data(as_text=True)
     audit = page[page.index('id="audit-heading"') :]
     assert "supplier outage" in audit and "console (" in audit
+    row = re.search(
+        r'name=nightly">nightly</a></th>(.*?)</tr>', client.get("/").get_data(as_text=True), re.S
+    )
+    assert row, "no row for nightly"
+    assert "supplier outage" in row.group(1)
+    assert "by console (" in row.group(1), "the entries page does not say who paused it"
 
 
 def test_a_bad_expression_is_shown_beside_the_schedule_field_and_nothing_is_stored(
