@@ -170,3 +170,11 @@ def test_days_not_to_fire_on_and_a_one_shot_are_added_through_the_form(
     launch = admin.get("launch")
     assert launch.definition["schedule"] == {"at": "2031-01-01T09:00:00+01:00"}
     assert launch.next_slots == [1925020800000]  # 2031-01-01 08:00 UTC
+
+    browser.set_window_size(390, 844)  # a phone: the pages fit its width (tables scroll)
+    for page in ("/", "/entry?name=xmas-report", "/new"):
+        browser.get(site + page)
+        wide, shown = browser.execute_script(
+            "return [document.documentElement.scrollWidth, window.innerWidth]"
+        )
+        assert wide <= shown, f"{page} is {wide}px wide in a {shown}px window"
