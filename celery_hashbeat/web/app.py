@@ -242,29 +242,22 @@ class ConsoleApp:
     def _form(self, request: Request, editing: str | None) -> Response:
         if request.method == "POST" and not self.signed_in(request):
             return self.not_signed_in(request)
+        form: EntryForm | None
         if request.method == "GET":
             form = EntryForm.blank() if editing is None else EntryForm.to_edit(self.admin, editing)
             if form is None:
                 raise NotFound(f"No store entry {editing!r} to edit.")
-            return self.form_page(request, form, editing)
-        form = EntryForm.posted(request.form, editing)
-        if form.save(self.admin, editing, who="console"):
-            name = form.text("name")
-            verb = "added" if editing is None else "updated"
-            query = urlencode({"name": name, "notice": f"{verb} {name}"})
-            return redirect("/entry?" + query, code=303)
-        return self.form_page(request, form, editing, status=400)
-
-    def form_page(
-        self, request: Request, form: EntryForm, editing: str | None, status: int = 200
-    ) -> Response:
+        else:
+            form = EntryForm.posted(request.form, editing)
+            if form.save(self.admin, editing, who="console"):
+                name = form.text("name")
+                verb = "added" if editing is None else "updated"
+                query = urlencode({"name": name, "notice": f"{verb} {name}"})
+                return redirect("/entry?" + query, code=303)
+        controls = form.controls(editing)
+        status = 400 if form.errors else 200
         return self.render(
-            request,
-            "form.html",
-            status=status,
-            form=form,
-            editing=editing,
-            controls=form.controls(editing),
+            request, "form.html", status, form=form, editing=editing, controls=controls
         )
 
     def on_login(self, request: Request) -> Response:
