@@ -27,6 +27,7 @@ from celery_hashbeat.observe.history import Record
 from celery_hashbeat.web.spread import MOST_ENTRIES, Spread, spread
 
 if TYPE_CHECKING:
+    from celery_hashbeat.store import Store
     from celery_hashbeat.store.base import BeatInfo, LeaseInfo
 
 #: Next slots listed per copy of a fanned-out entry.
@@ -86,13 +87,17 @@ class PlanCache:
         #: Entries whose views a change made stale.
         self._stale: set[str] = set()
         self._planned: Planned | None = None
+        #: The store the kept plan follows (another one, as a Django admin given another app
+        #: finds, builds it afresh).
+        self._store: Store | None = None
         self._at = 0.0
         self._lock = threading.Lock()
 
     def planned(self, admin: ScheduleAdmin) -> Planned:
         with self._lock:
             planned = self._planned
-            if planned is not None and time.monotonic() - self._at <= PLAN_AGE_S:
+            fresh = time.monotonic() - self._at <= PLAN_AGE_S
+            if planned is not None and admin.store is self._store and fresh:
                 roster = admin.store.roster()
                 known = None if planned.roster is None else planned.roster.nodes
                 if (None if roster is None else roster.nodes) == known:
@@ -100,7 +105,7 @@ class PlanCache:
                     self._planned = dataclasses.replace(planned, roster=roster)
                     self._stale |= moved
                     return self._planned
-            self._controls = ControlState(report_unreadable=False)
+            self._controls, self._store = ControlState(report_unreadable=False), admin.store
             self._planned = admin.plan(self._controls)
             self._at = time.monotonic()
             self._views, self._stale = {}, set()

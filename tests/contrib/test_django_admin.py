@@ -109,6 +109,9 @@ def test_a_user_with_the_change_permission_adds_and_edits_entries_through_the_fo
     added = client.post(NEW, {**form, "schedule": "H 5 * * *", "exclude": "sat,sun"})
     assert added.status_code == 302
     assert admin.get("django-report").definition["exclude"] == ["sat,sun"]
+    page = client.get("/admin/hashbeat/entry/entry/?name=django-report").content.decode()
+    assert "H 5 * * *, excluding sat,sun" in page
+    assert "&quot;shop.report&quot;" in page  # the definition's other fields
     change = admin.audit("django-report")[0]
     assert (change.action, change.who.user) == ("add", "django:editor")
 

@@ -4,6 +4,7 @@ CSRF checks. Who acted is the Django user (logged with the action)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 from urllib.parse import urlencode
 
@@ -99,6 +100,11 @@ class EntryAdmin(admin.ModelAdmin):  # type: ignore[misc]  # Django has no stubs
             **self._context(request, f"Hashbeat entry {name}"),
             "entry": row_words(row, console.now_ms),
             "view": view,
+            "fields": [
+                (key, json.dumps(value))
+                for key, value in sorted(view.definition.items())
+                if key != "schedule"
+            ],
             "history": [{"when": stamp(record.at), "record": record} for record in history],
             "audit": [{"when": stamp(change.at_ms), "change": change} for change in audit],
             "spread": svg(picture, name),
