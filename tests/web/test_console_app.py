@@ -11,12 +11,14 @@ import sys
 import urllib.request
 
 import pytest
+from celery import Celery
 from werkzeug.test import Client, TestResponse
 
 from celery_hashbeat.control.admin import ScheduleAdmin
 from celery_hashbeat.expr.cronexpr import parse
 from celery_hashbeat.schedules import hashcron
 from celery_hashbeat.web.app import ConsoleApp
+from celery_hashbeat.web.console import PlanCache
 from tests.support.beat_fixtures import Clock
 from tests.web.conftest import TOKEN
 
@@ -279,3 +281,28 @@ def test_changes_made_elsewhere_are_taken_into_the_kept_plan_without_building_it
     admin.remove("stored-report")
     assert "stored-report" not in client.get("/").get_data(as_text=True)
     assert len(built) == 1, "the kept plan was built again for a change"
+
+
+def test_the_kept_plan_followed_through_changes_plans_as_a_fresh_one(
+    shop: Celery, admin: ScheduleAdmin
+) -> None:
+    """Balanced entries share a shape's values: one added can move another's (b-6 moves b-3
+    here), which the kept plan must plan again although no change names it."""
+    shop.conf.hashbeat_balance = True
+    kept, reading = PlanCache(), ScheduleAdmin(shop)
+    for index in range(5):
+        admin.add(f"b-{index}", "shop.report", hashcron("H(0-3) * * * *"))
+    admin.add("other", "shop.report", hashcron("H * * * *"))
+    kept.views(reading, kept.planned(reading), int(reading.clock() * 1000))
+    before = {view.name: view.next_slots for view in reading.list(recent=0, slots=1)}
+    admin.add("b-6", "shop.report", hashcron("H(0-3) * * * *"))
+    admin.remove("stored-report")
+    admin.update("other", schedule=hashcron("H H * * *"))
+    admin.pause("b-0", "held")
+    planned = kept.planned(reading)
+    now = int(reading.clock() * 1000)
+    followed = {view.name: view.next_slots for view in kept.views(reading, planned, now)}
+    fresh = {view.name: view.next_slots for view in reading.list(recent=0, slots=1)}
+    assert followed == fresh
+    assert before["b-3"] != fresh["b-3"], "no entry was moved by another's arrival"
+    reading.close()
