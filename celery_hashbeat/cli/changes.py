@@ -1,5 +1,6 @@
-"""The options that define an entry (``hashbeat add`` and ``update``), read from text into the
-definition ScheduleAdmin takes, so that every refusal is one line naming the option."""
+"""The options that define an entry (``hashbeat add`` and ``update``): read from text into the
+definition ScheduleAdmin takes by control/fields.py (the console's form reads its fields there
+too), each refusal one line naming the option."""
 
 from __future__ import annotations
 
