@@ -10,9 +10,9 @@ import click
 
 from celery_hashbeat.cli.admin import opened_admin
 from celery_hashbeat.cli.loading import app_option
-from celery_hashbeat.cli.output import echo_json, json_option, relative, stamp, table
+from celery_hashbeat.cli.output import echo_json, json_option, relative, table
 from celery_hashbeat.cli.show import paused_word, view_json
-from celery_hashbeat.control.words import entry_schedule_text
+from celery_hashbeat.control.words import entry_schedule_text, stamp
 
 
 @click.command("entries")

@@ -9,7 +9,6 @@ import os
 import threading
 import time
 from collections.abc import Iterable
-from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
@@ -20,6 +19,7 @@ from werkzeug.utils import redirect
 from werkzeug.wrappers import Request, Response
 
 from celery_hashbeat.control.admin import AdminError, ScheduleAdmin
+from celery_hashbeat.control.words import stamp as words_stamp
 from celery_hashbeat.settings import Settings
 from celery_hashbeat.store.base import StoreError
 from celery_hashbeat.web.actions import act
@@ -77,9 +77,8 @@ def templates() -> Environment:
 
 
 def stamp(ms: int | None) -> str:
-    if ms is None:
-        return "-"
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    """An instant as the pages show it: as the commands' tables do, "-" for none."""
+    return "-" if ms is None else words_stamp(ms)
 
 
 def ago(ms: int | None, now_ms: int | None = None) -> str:
