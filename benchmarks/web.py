@@ -114,6 +114,7 @@ def main() -> None:
                 console.admin.update(f"tenant-{run * 10 + 3}-sync", schedule=hashcron(shape))
                 changed.append(fetch(base, "/"))
             rows.append((size, "entries page, changed", statistics.median(changed), max(changed)))
+            server.task_dispatcher.shutdown()  # its threads finish before their sockets close
             server.close()
             console.admin.close()
     print(f"{'entries':>8}  {'request':<22} {'median s':>9} {'max s':>7}")
