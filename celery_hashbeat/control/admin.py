@@ -57,6 +57,7 @@ if TYPE_CHECKING:
 
     from celery import Celery
 
+    from celery_hashbeat.control.polling import ControlState
     from celery_hashbeat.store import Store
 
 
@@ -306,7 +307,8 @@ class ScheduleAdmin:
         if not isinstance(reason, str):
             raise AdminError(f"entry {name!r}: the reason must be text, not {reason!r}")
         before = self.store.controls_of(name)[1]
-        record = encode_pause(Pause(True, reason, self._now_ms()))
+        who = str(who_am_i(self.who, self.settings.store_url))
+        record = encode_pause(Pause(True, reason, self._now_ms(), who=who))
         self.store.edit(name, {PAUSE: record})
         self._audit("pause", name, as_data(before), as_data(record), reason)
 
@@ -379,10 +381,11 @@ class ScheduleAdmin:
         return self._views(None if names is None else builtins.list(names), recent, slots, planned)
 
     @admin_errors
-    def plan(self) -> Planned:
-        """The schedule as a leader holds it now: ``plan_schedule`` on this app and store."""
+    def plan(self, controls: ControlState | None = None) -> Planned:
+        """The schedule as a leader holds it now: ``plan_schedule`` on this app and store (the
+        store read through ``controls`` when given, to ``follow`` its changes later)."""
         return plan_schedule(
-            self.app, self.settings, self._configured(), self.store, self._now_ms()
+            self.app, self.settings, self._configured(), self.store, self._now_ms(), controls
         )
 
     def _views(
