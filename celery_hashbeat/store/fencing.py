@@ -8,7 +8,7 @@ same decisions inside its Lua scripts, which cannot call Python.)
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 from celery_hashbeat.store.base import Claimed, Fence, RunGuard
@@ -35,14 +35,19 @@ def plan_claim(
     runs: Mapping[str, RunGuard],
     stored: Mapping[str, Fence],
     holders: Mapping[str, str],
+    recorded: Collection[tuple[str, int]] = (),
 ) -> ClaimPlan:
     """The claim of ``slots`` (entry -> (slot, fingerprint)) by the lease holder ``token``, over
-    the ``stored`` fences and the live run-lease ``holders`` (entry -> task id)."""
+    the ``stored`` fences, the live run-lease ``holders`` (entry -> task id) and the (entry,
+    slot) pairs ``recorded`` as sent (store/sent.py: a backfill sent them). Each row written is
+    a slot to record."""
     plan = ClaimPlan()
     for entry, (slot, fingerprint) in slots.items():
         fence = stored.get(entry)
         mine = fence is not None and fence.slot == slot and fence.token == token
         if not (mine or fence is None or slot > fence.slot):
+            continue
+        if not mine and (entry, slot) in recorded:
             continue
         guard = runs.get(entry)
         holder = "" if guard is None else holders.get(entry, "")

@@ -1,0 +1,121 @@
+"""The record of sent slots (store/sent.py) in PostgreSQL: a row per (entry, slot) claimed, in
+``<prefix>_sent``, and when recording began, the ``sent_since`` row of ``<prefix>_meta``
+(server ms).
+
+The store's claims and give-backs write it inside their own transactions (``check``,
+``record``, ``drop``); backfills read and claim it through PostgresSentRecords. It is trimmed by
+age (SENT_KEEP_MS) at each claim, one indexed delete; there is no count cap: rows cost disk, not
+memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from celery_hashbeat.store.options import check_token
+from celery_hashbeat.store.postgres.connection import Database
+from celery_hashbeat.store.postgres.schema import Tables
+from celery_hashbeat.store.sent import (
+    SENT_KEEP_MS,
+    Recorded,
+    SentRecords,
+    SlotClaim,
+    horizon,
+    plan_slots,
+)
+
+Pair = tuple[str, int]
+
+#: The server's wall clock in epoch milliseconds.
+SERVER_MS = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
+
+
+def _columns(pairs: Iterable[Pair]) -> tuple[list[str], list[int]]:
+    listed = list(pairs)
+    return [entry for entry, _ in listed], [int(slot) for _, slot in listed]
+
+
+def check(cur: Any, t: Tables, pairs: Iterable[Pair]) -> set[Pair]:
+    """Which (entry, slot) ``pairs`` are recorded as sent."""
+    entries, slots = _columns(pairs)
+    if not entries:
+        return set()
+    cur.execute(
+        f"SELECT s.entry, s.slot FROM {t.sent} s JOIN unnest(%b::text[], %b::bigint[])"
+        " AS w (entry, slot) ON s.entry = w.entry AND s.slot = w.slot",
+        (entries, slots),
+    )
+    return {(entry, int(slot)) for entry, slot in cur.fetchall()}
+
+
+def record(cur: Any, t: Tables, pairs: Iterable[Pair]) -> None:
+    """Record (entry, slot) ``pairs`` as sent (a claim's), trimming what is older than
+    SENT_KEEP_MS; the first recording marks when recording began."""
+    entries, slots = _columns(pairs)
+    if not entries:
+        return
+    cur.execute(
+        f"INSERT INTO {t.meta} (name, value) VALUES ('sent_since', {SERVER_MS})"
+        " ON CONFLICT DO NOTHING"
+    )
+    cur.execute(f"DELETE FROM {t.sent} WHERE slot < {SERVER_MS} - %s", (SENT_KEEP_MS,))
+    cur.execute(
+        f"INSERT INTO {t.sent} (entry, slot) SELECT * FROM unnest(%b::text[], %b::bigint[])"
+        " ON CONFLICT DO NOTHING",
+        (entries, slots),
+    )
+
+
+def drop(cur: Any, t: Tables, pairs: Iterable[Pair]) -> set[Pair]:
+    """Drop the records of (entry, slot) ``pairs`` (given back); returns those it dropped."""
+    entries, slots = _columns(pairs)
+    if not entries:
+        return set()
+    cur.execute(
+        f"DELETE FROM {t.sent} s USING unnest(%b::text[], %b::bigint[]) AS w (entry, slot)"
+        " WHERE s.entry = w.entry AND s.slot = w.slot RETURNING s.entry, s.slot",
+        (entries, slots),
+    )
+    return {(entry, int(slot)) for entry, slot in cur.fetchall()}
+
+
+def _horizon(cur: Any, t: Tables) -> int:
+    cur.execute(f"SELECT (SELECT value FROM {t.meta} WHERE name = 'sent_since'), {SERVER_MS}")
+    since, now = cur.fetchone()
+    return horizon(None if since is None else int(since), int(now))
+
+
+class PostgresSentRecords(SentRecords):
+    """The sent slots of one prefix in PostgreSQL; backfills' calls come here, with the store's
+    lease check (``holds``, which locks the lease row within the transaction)."""
+
+    def __init__(
+        self, database: Database, tables: Tables, holds: Callable[[Any, str], bool]
+    ) -> None:
+        self._database = database
+        self._t = tables
+        self._holds = holds
+
+    def recorded(self, entry: str, slots: Sequence[int]) -> Recorded:
+        with self._database.transaction() as cur:
+            start = _horizon(cur, self._t)
+            sent = check(cur, self._t, ((entry, int(slot)) for slot in slots))
+        return Recorded(start, frozenset(slot for _, slot in sent))
+
+    def claim_slots(self, token: str, entry: str, slots: Sequence[int]) -> SlotClaim | None:
+        check_token(token)
+        with self._database.transaction() as cur:
+            if not self._holds(cur, token):
+                return None
+            start = _horizon(cur, self._t)
+            found = check(cur, self._t, ((entry, int(slot)) for slot in slots))
+            plan = plan_slots(slots, {slot for _, slot in found}, start)
+            record(cur, self._t, ((entry, slot) for slot in plan.claimed))
+        return plan
+
+    def unclaim_slots(self, token: str, entry: str, slots: Sequence[int]) -> set[int]:
+        with self._database.transaction() as cur:
+            if not self._holds(cur, token):
+                return set()
+            return {slot for _, slot in drop(cur, self._t, ((entry, s) for s in slots))}
