@@ -44,8 +44,8 @@ def plan_claim(
     plan = ClaimPlan()
     for entry, (slot, fingerprint) in slots.items():
         fence = stored.get(entry)
-        mine = fence is not None and fence.slot == slot and fence.token == token
-        if not (mine or fence is None or slot > fence.slot):
+        mine = _mine(token, slot, fence)
+        if not (mine or _later(slot, fence)):
             continue
         if not mine and (entry, slot) in recorded:
             continue
@@ -68,6 +68,27 @@ def plan_claim(
         if fence is not None and fence.token not in ("", "-", token):
             plan.moved_past.append((entry, fence.slot, fence.token))
     return plan
+
+
+def _mine(token: str, slot: int, fence: Fence | None) -> bool:
+    """The fence is this very slot claimed by this very token: a retry after a lost reply."""
+    return fence is not None and fence.slot == slot and fence.token == token
+
+
+def _later(slot: int, fence: Fence | None) -> bool:
+    return fence is None or slot > fence.slot
+
+
+def fresh(
+    token: str, slots: Mapping[str, tuple[int, str]], stored: Mapping[str, Fence]
+) -> list[tuple[str, int]]:
+    """The (entry, slot) pairs of ``slots`` that a claim would newly record as sent, if nobody
+    recorded them: those later than their fence, not the caller's own claim retried."""
+    return [
+        (entry, int(slot))
+        for entry, (slot, _) in slots.items()
+        if _later(slot, stored.get(entry)) and not _mine(token, slot, stored.get(entry))
+    ]
 
 
 def plan_give_back(

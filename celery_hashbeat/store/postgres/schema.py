@@ -122,11 +122,11 @@ def statements(t: Tables) -> list[str]:
         " record text NOT NULL)",
         f"CREATE TABLE IF NOT EXISTS {t.schedules} (digest text PRIMARY KEY,"
         " at_ms bigint NOT NULL, definitions text NOT NULL)",
-        # The record of sent slots (store/sent.py): each (entry, slot) claimed, trimmed by slot
-        # age; when recording began is the meta row 'sent_since' (store/postgres/sent.py).
-        f"CREATE TABLE IF NOT EXISTS {t.sent} (entry text NOT NULL, slot bigint NOT NULL,"
-        " PRIMARY KEY (entry, slot))",
-        f"CREATE INDEX IF NOT EXISTS {t.index('sent_age')} ON {t.sent} (slot)",
+        # The record of sent slots (store/sent.py): each (entry, slot) claimed, keyed slot
+        # first so that a tick's new slots land together at the end and the trim by age is a
+        # range; when recording began is the meta row 'sent_since' (store/postgres/sent.py).
+        f"CREATE TABLE IF NOT EXISTS {t.sent} (slot bigint NOT NULL, entry text NOT NULL,"
+        " PRIMARY KEY (slot, entry))",
     ]
 
 

@@ -2,8 +2,8 @@
 ``<prefix>_sent``, and when recording began, the ``sent_since`` row of ``<prefix>_meta``
 (server ms).
 
-The store's claims and give-backs write it inside their own transactions (``check``,
-``record``, ``drop``); backfills read and claim it through PostgresSentRecords. It is trimmed by
+The store's claims and give-backs write it inside their own transactions (``record``,
+``drop``); backfills read and claim it through PostgresSentRecords. It is trimmed by
 age (SENT_KEEP_MS) at each claim, one indexed delete; there is no count cap: rows cost disk, not
 memory.
 """
@@ -36,35 +36,29 @@ def _columns(pairs: Iterable[Pair]) -> tuple[list[str], list[int]]:
     return [entry for entry, _ in listed], [int(slot) for _, slot in listed]
 
 
-def check(cur: Any, t: Tables, pairs: Iterable[Pair]) -> set[Pair]:
-    """Which (entry, slot) ``pairs`` are recorded as sent."""
+def record(cur: Any, t: Tables, pairs: Iterable[Pair]) -> set[Pair]:
+    """Record (entry, slot) ``pairs`` as sent where nobody did, trimming what is older than
+    SENT_KEEP_MS; returns the pairs it recorded (the rest were recorded already). Inserting is
+    the check, one primary-key probe each; the first recording marks when recording began."""
     entries, slots = _columns(pairs)
     if not entries:
         return set()
     cur.execute(
-        f"SELECT s.entry, s.slot FROM {t.sent} s JOIN unnest(%b::text[], %b::bigint[])"
-        " AS w (entry, slot) ON s.entry = w.entry AND s.slot = w.slot",
-        (entries, slots),
-    )
-    return {(entry, int(slot)) for entry, slot in cur.fetchall()}
-
-
-def record(cur: Any, t: Tables, pairs: Iterable[Pair]) -> None:
-    """Record (entry, slot) ``pairs`` as sent (a claim's), trimming what is older than
-    SENT_KEEP_MS; the first recording marks when recording began."""
-    entries, slots = _columns(pairs)
-    if not entries:
-        return
-    cur.execute(
         f"INSERT INTO {t.meta} (name, value) VALUES ('sent_since', {SERVER_MS})"
         " ON CONFLICT DO NOTHING"
     )
-    cur.execute(f"DELETE FROM {t.sent} WHERE slot < {SERVER_MS} - %s", (SENT_KEEP_MS,))
+    # statement_timestamp() is stable, unlike clock_timestamp(), so the slot index is used.
+    cur.execute(
+        f"DELETE FROM {t.sent} WHERE slot < (extract(epoch FROM statement_timestamp()) * 1000)"
+        "::bigint - %s",
+        (SENT_KEEP_MS,),
+    )
     cur.execute(
         f"INSERT INTO {t.sent} (entry, slot) SELECT * FROM unnest(%b::text[], %b::bigint[])"
-        " ON CONFLICT DO NOTHING",
+        " ON CONFLICT DO NOTHING RETURNING entry, slot",
         (entries, slots),
     )
+    return {(entry, int(slot)) for entry, slot in cur.fetchall()}
 
 
 def drop(cur: Any, t: Tables, pairs: Iterable[Pair]) -> set[Pair]:
@@ -100,8 +94,12 @@ class PostgresSentRecords(SentRecords):
     def recorded(self, entry: str, slots: Sequence[int]) -> Recorded:
         with self._database.transaction() as cur:
             start = _horizon(cur, self._t)
-            sent = check(cur, self._t, ((entry, int(slot)) for slot in slots))
-        return Recorded(start, frozenset(slot for _, slot in sent))
+            cur.execute(
+                f"SELECT slot FROM {self._t.sent} WHERE entry = %s AND slot = ANY(%b)",
+                (entry, [int(slot) for slot in slots]),
+            )
+            sent = frozenset(int(slot) for (slot,) in cur.fetchall())
+        return Recorded(start, sent)
 
     def claim_slots(self, token: str, entry: str, slots: Sequence[int]) -> SlotClaim | None:
         check_token(token)
@@ -109,10 +107,9 @@ class PostgresSentRecords(SentRecords):
             if not self._holds(cur, token):
                 return None
             start = _horizon(cur, self._t)
-            found = check(cur, self._t, ((entry, int(slot)) for slot in slots))
-            plan = plan_slots(slots, {slot for _, slot in found}, start)
-            record(cur, self._t, ((entry, slot) for slot in plan.claimed))
-        return plan
+            wanted = plan_slots(slots, set(), start).claimed
+            new = {slot for _, slot in record(cur, self._t, ((entry, s) for s in wanted))}
+        return plan_slots(wanted, set(wanted) - new, start)
 
     def unclaim_slots(self, token: str, entry: str, slots: Sequence[int]) -> set[int]:
         with self._database.transaction() as cur:

@@ -31,6 +31,7 @@ from celery_hashbeat.store.base import (
 )
 from celery_hashbeat.store.fencing import (
     Row,
+    fresh,
     plan_anchors,
     plan_claim,
     plan_give_back,
@@ -200,13 +201,14 @@ class PostgresStore(Store):
             stored = self._stored(cur, list(slots))
             guarded = [entry for entry in slots if entry in runs]
             holders = self._runs.holders(cur, guarded) if guarded else {}
-            wanted = ((entry, int(slot)) for entry, (slot, _) in slots.items())
-            recorded = sent.check(cur, self._tables, wanted)
-            plan = plan_claim(token, slots, runs, stored, holders, recorded)
+            # Recording the slots is the check that nobody recorded them (store/sent.py).
+            candidates = fresh(token, slots, stored)
+            recorded = sent.record(cur, self._tables, candidates)
+            plan = plan_claim(token, slots, runs, stored, holders, set(candidates) - recorded)
             for entry, guard in plan.grants:
                 self._runs.grant(cur, entry, guard.task_id, guard.ttl_ms)
             self._write(cur, plan.rows)
-            sent.record(cur, self._tables, (row[:2] for row in plan.rows))
+            sent.drop(cur, self._tables, recorded - {(row[0], row[1]) for row in plan.rows})
             self._keep_claims(cur, plan.moved_past)
         return plan.claimed
 

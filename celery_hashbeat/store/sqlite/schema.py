@@ -62,11 +62,11 @@ SCHEMA = (
     "CREATE TABLE IF NOT EXISTS hashbeat_schedules (prefix TEXT NOT NULL, digest TEXT NOT NULL,"
     " at_ms INTEGER NOT NULL, definitions TEXT NOT NULL, PRIMARY KEY (prefix, digest))"
     " WITHOUT ROWID",
-    # The record of sent slots (store/sent.py): each (entry, slot) claimed, trimmed by slot age;
-    # and when recording began (wall-clock ms).
-    "CREATE TABLE IF NOT EXISTS hashbeat_sent (prefix TEXT NOT NULL, entry TEXT NOT NULL,"
-    " slot INTEGER NOT NULL, PRIMARY KEY (prefix, entry, slot)) WITHOUT ROWID",
-    "CREATE INDEX IF NOT EXISTS hashbeat_sent_age ON hashbeat_sent (prefix, slot)",
+    # The record of sent slots (store/sent.py): each (entry, slot) claimed, keyed slot first so
+    # that a tick's new slots land together at the end and the trim by age is a range; and when
+    # recording began (wall-clock ms).
+    "CREATE TABLE IF NOT EXISTS hashbeat_sent (prefix TEXT NOT NULL, slot INTEGER NOT NULL,"
+    " entry TEXT NOT NULL, PRIMARY KEY (prefix, slot, entry)) WITHOUT ROWID",
     "CREATE TABLE IF NOT EXISTS hashbeat_sent_since (prefix TEXT PRIMARY KEY, since_ms INTEGER"
     " NOT NULL) WITHOUT ROWID",
 )

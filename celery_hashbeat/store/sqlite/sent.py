@@ -43,10 +43,11 @@ def check(db: sqlite3.Connection, prefix: str, pairs: Iterable[Pair]) -> set[Pai
     """Which (entry, slot) ``pairs`` are recorded as sent."""
     found: set[Pair] = set()
     for values, marks in _pairs(list(pairs)):
+        # CROSS JOIN keeps the given pairs outermost: one index probe each, not a scan.
         rows = db.execute(
-            f"SELECT entry, slot FROM hashbeat_sent WHERE prefix = ? AND (entry, slot) IN"
-            f" (VALUES {marks})",
-            (prefix, *values),
+            f"SELECT s.entry, s.slot FROM (VALUES {marks}) AS w CROSS JOIN hashbeat_sent s"
+            " ON s.prefix = ? AND s.entry = w.column1 AND s.slot = w.column2",
+            (*values, prefix),
         )
         found.update((entry, int(slot)) for entry, slot in rows)
     return found
