@@ -43,20 +43,15 @@ def record(cur: Any, t: Tables, pairs: Iterable[Pair]) -> set[Pair]:
     entries, slots = _columns(pairs)
     if not entries:
         return set()
+    # One statement, one round trip on the hot path. statement_timestamp() is stable, unlike
+    # clock_timestamp(), so the trim by age is a range of the key.
     cur.execute(
-        f"INSERT INTO {t.meta} (name, value) VALUES ('sent_since', {SERVER_MS})"
-        " ON CONFLICT DO NOTHING"
-    )
-    # statement_timestamp() is stable, unlike clock_timestamp(), so the slot index is used.
-    cur.execute(
-        f"DELETE FROM {t.sent} WHERE slot < (extract(epoch FROM statement_timestamp()) * 1000)"
-        "::bigint - %s",
-        (SENT_KEEP_MS,),
-    )
-    cur.execute(
-        f"INSERT INTO {t.sent} (entry, slot) SELECT * FROM unnest(%b::text[], %b::bigint[])"
+        f"WITH since AS (INSERT INTO {t.meta} (name, value) VALUES ('sent_since', {SERVER_MS})"
+        " ON CONFLICT DO NOTHING), trimmed AS (DELETE FROM"
+        f" {t.sent} WHERE slot < (extract(epoch FROM statement_timestamp()) * 1000)::bigint - %s)"
+        f" INSERT INTO {t.sent} (entry, slot) SELECT * FROM unnest(%b::text[], %b::bigint[])"
         " ON CONFLICT DO NOTHING RETURNING entry, slot",
-        (entries, slots),
+        (SENT_KEEP_MS, entries, slots),
     )
     return {(entry, int(slot)) for entry, slot in cur.fetchall()}
 
