@@ -90,17 +90,31 @@ def test_a_due_slot_the_beat_has_not_sent_yet_is_sent_once_by_whichever_claims_i
     assert slot_ids(broker) == [slot_task_id("tick", ms(clock, -5))]
 
 
-def test_skip_drops_the_slots_while_a_run_holds_the_lease_and_leaves_them_unsent(
-    admin: ScheduleAdmin, app: Celery, broker: Broker, clock: Clock, schedulers: Make
-) -> None:
+def backfilled_during_a_run(
+    admin: ScheduleAdmin,
+    app: Celery,
+    broker: Broker,
+    clock: Clock,
+    schedulers: Make,
+    overlap: str,
+) -> tuple[Scheduler, datetime]:
+    """A leader of "tick" with ``overlap`` (and from when its slots count), asked to backfill its
+    slots at +0 s and +10 s while a run of it holds the run lease (task RUNNING): none is sent."""
     start = at(clock)
-    beat = leading(app, clock, schedulers, overlap="skip")
+    beat = leading(app, clock, schedulers, overlap=overlap)
     slot_ids(broker)
     end_run(admin, clock)
     assert admin.store.hold_run("tick", RUNNING, LEASE_MS)
     admin.backfill("tick", start, at(clock, -20))
     read(beat, beat)
     assert slot_ids(broker) == []
+    return beat, start
+
+
+def test_skip_drops_the_slots_while_a_run_holds_the_lease_and_leaves_them_unsent(
+    admin: ScheduleAdmin, app: Celery, broker: Broker, clock: Clock, schedulers: Make
+) -> None:
+    beat, start = backfilled_during_a_run(admin, app, broker, clock, schedulers, "skip")
     assert admin.store.triggers() == []  # dropped, not waiting
     assert admin.store.release_run("tick", RUNNING)
     # Nothing was recorded as sent: once the run ended, a backfill sends them, one a turn.
@@ -114,14 +128,7 @@ def test_skip_drops_the_slots_while_a_run_holds_the_lease_and_leaves_them_unsent
 def test_buffer_one_keeps_the_backfill_waiting_until_the_run_ends(
     admin: ScheduleAdmin, app: Celery, broker: Broker, clock: Clock, schedulers: Make
 ) -> None:
-    start = at(clock)
-    beat = leading(app, clock, schedulers, overlap="buffer_one")
-    slot_ids(broker)
-    end_run(admin, clock)
-    assert admin.store.hold_run("tick", RUNNING, LEASE_MS)
-    admin.backfill("tick", start, at(clock, -20))
-    read(beat, beat)
-    assert slot_ids(broker) == []
+    beat, _ = backfilled_during_a_run(admin, app, broker, clock, schedulers, "buffer_one")
     assert len(admin.store.triggers()) == 1  # still waiting
     assert admin.store.release_run("tick", RUNNING)
     read(beat)

@@ -1,11 +1,7 @@
-"""The record of sent slots (store/sent.py) in PostgreSQL: a row per (entry, slot) claimed, in
-``<prefix>_sent``, and when recording began, the ``sent_since`` row of ``<prefix>_meta``
-(server ms).
-
-The store's claims and give-backs write it inside their own transactions (``record``,
-``drop``); backfills read and claim it through PostgresSentRecords. It is trimmed by
-age (SENT_KEEP_MS) at each claim, one indexed delete; there is no count cap: rows cost disk, not
-memory.
+"""The record of sent slots (store/sent.py) in PostgreSQL: ``<prefix>_sent`` and the
+``sent_since`` row of ``<prefix>_meta`` (server ms), as the SQLite store keeps them
+(store/sqlite/sent.py), except that recording a slot is what checks it: ``record`` inserts and
+says which rows were new, one statement for the claim path's one round trip.
 """
 
 from __future__ import annotations
@@ -15,6 +11,7 @@ from typing import Any
 
 from celery_hashbeat.store.options import check_token
 from celery_hashbeat.store.postgres.connection import Database
+from celery_hashbeat.store.postgres.operations import NOW_MS
 from celery_hashbeat.store.postgres.schema import Tables
 from celery_hashbeat.store.sent import (
     SENT_KEEP_MS,
@@ -26,9 +23,6 @@ from celery_hashbeat.store.sent import (
 )
 
 Pair = tuple[str, int]
-
-#: The server's wall clock in epoch milliseconds.
-SERVER_MS = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
 
 
 def _columns(pairs: Iterable[Pair]) -> tuple[list[str], list[int]]:
@@ -46,7 +40,7 @@ def record(cur: Any, t: Tables, pairs: Iterable[Pair]) -> set[Pair]:
     # One statement, one round trip on the hot path. statement_timestamp() is stable, unlike
     # clock_timestamp(), so the trim by age is a range of the key.
     cur.execute(
-        f"WITH since AS (INSERT INTO {t.meta} (name, value) VALUES ('sent_since', {SERVER_MS})"
+        f"WITH since AS (INSERT INTO {t.meta} (name, value) VALUES ('sent_since', {NOW_MS})"
         " ON CONFLICT DO NOTHING), trimmed AS (DELETE FROM"
         f" {t.sent} WHERE slot < (extract(epoch FROM statement_timestamp()) * 1000)::bigint - %s)"
         f" INSERT INTO {t.sent} (entry, slot) SELECT * FROM unnest(%b::text[], %b::bigint[])"
@@ -70,7 +64,7 @@ def drop(cur: Any, t: Tables, pairs: Iterable[Pair]) -> set[Pair]:
 
 
 def _horizon(cur: Any, t: Tables) -> int:
-    cur.execute(f"SELECT (SELECT value FROM {t.meta} WHERE name = 'sent_since'), {SERVER_MS}")
+    cur.execute(f"SELECT (SELECT value FROM {t.meta} WHERE name = 'sent_since'), {NOW_MS}")
     since, now = cur.fetchone()
     return horizon(None if since is None else int(since), int(now))
 
