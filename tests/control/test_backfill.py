@@ -6,9 +6,11 @@ tests/worker/test_backfill_sends_each_slot_once.py.
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta, timezone
 
 import pytest
+import redis
 from celery import Celery
 
 from celery_hashbeat import Scheduler, hashcron
@@ -18,6 +20,7 @@ from celery_hashbeat.control.definitions import DefinitionError, decode_trigger
 from celery_hashbeat.publish.message import slot_task_id
 from tests.control.fixtures import read
 from tests.support.beat_fixtures import Broker, Clock, Make
+from tests.support.redis_server import RedisProcess
 
 EVERY_10S = hashcron("*/10 * * * * *")
 RUNNING = "0b5b6d0e-0000-4000-8000-00000000beef"
@@ -40,7 +43,7 @@ def leading(app: Celery, clock: Clock, schedulers: Make, overlap: str = "allow")
     """A leader of entry "tick" (every 10 s) that has sent its slot at +30 s only: it caught up
     the latest slot missed, not those at +10 s and +20 s."""
     app.conf.beat_schedule = {"tick": {"task": "t", "schedule": EVERY_10S, "overlap": overlap}}
-    beat = schedulers(clock)
+    beat = schedulers(clock, target=app)
     read(beat)
     clock.advance(35)
     read(beat)
@@ -178,3 +181,44 @@ def test_a_stored_request_reads_back_and_a_trigger_reader_refuses_it() -> None:
     # A beat that knows only triggers drops it as unreadable rather than running it.
     with pytest.raises(DefinitionError):
         decode_trigger(text)
+
+
+def test_slots_a_dead_broker_refused_are_given_back_and_sent_once_it_returns(
+    private_redis: RedisProcess,
+    redis_url: str,
+    key_prefix: str,
+    clock: Clock,
+    schedulers: Make,
+) -> None:
+    app = Celery(f"backfill-{key_prefix}", set_as_current=False)
+    app.conf.update(
+        broker_url=private_redis.url,
+        broker_transport_options={"socket_timeout": 1.0},
+        broker_connection_timeout=1.0,
+        task_default_queue="backfilled",
+        beat_enable_remote_control=False,
+        hashbeat_store_url=redis_url,
+        hashbeat_key_prefix=key_prefix,
+    )
+    start = at(clock)
+    beat = leading(app, clock, schedulers)
+    admin = ScheduleAdmin(app)
+    admin.clock = clock
+    try:
+        private_redis.kill()
+        done = admin.backfill("tick", start, at(clock))
+        read(beat)
+        # Surely not sent: given back (no longer recorded) and the request kept for later.
+        assert admin.store.recorded("tick", done.to_send).sent == set()
+        assert len(admin.store.triggers()) == 1
+        private_redis.start()
+        read(beat, beat)
+        client = redis.Redis.from_url(private_redis.url)
+        raw = client.lrange("backfilled", 0, -1)
+        client.close()
+        ids = [json.loads(message)["headers"]["id"] for message in reversed(raw)]
+        assert ids == [slot_task_id("tick", slot) for slot in done.to_send]
+        assert admin.store.triggers() == []
+    finally:
+        admin.close()
+        app.close()
