@@ -329,9 +329,7 @@ def test_tables_of_schema_1_gain_the_operators_records_and_sent_slots_in_place(
     store.edit("kept", {"definition": '{"task": "t"}'})
     store.close()
     database = database_of(postgres_url)
-    postgres_server.admin(
-        'DROP TABLE "old_audit", "old_schedules", "old_sent"', database=database
-    )
+    postgres_server.admin('DROP TABLE "old_audit", "old_schedules", "old_sent"', database=database)
     postgres_server.admin(
         """UPDATE "old_meta" SET value = 1 WHERE name = 'schema'""", database=database
     )
