@@ -222,3 +222,19 @@ def test_slots_a_dead_broker_refused_are_given_back_and_sent_once_it_returns(
     finally:
         admin.close()
         app.close()
+
+
+def test_a_paused_entry_is_backfilled_as_asked_and_stays_paused(
+    admin: ScheduleAdmin, app: Celery, broker: Broker, clock: Clock, schedulers: Make
+) -> None:
+    start = at(clock)
+    beat = leading(app, clock, schedulers)
+    slot_ids(broker)
+    admin.pause("tick", reason="supplier down")
+    read(beat)
+    done = admin.backfill("tick", start, at(clock))
+    read(beat)
+    assert slot_ids(broker) == [slot_task_id("tick", slot) for slot in done.to_send]
+    clock.advance(20)
+    read(beat)
+    assert slot_ids(broker) == []  # its own slots stay held back
