@@ -372,9 +372,11 @@ class ScheduleAdmin:
         with a zone, both ends included) that were not sent: the leader sends each once, with its
         slot's task id, as the entry's overlap allows (control/backfill.py). ``dry_run`` only
         says which slots there are and which were sent; more than ``limit`` slots are refused
-        (None: no limit)."""
-        self._existing(name)
+        (None: no limit). A fanned-out entry is backfilled copy by copy, each by its own name
+        (``name@worker``)."""
         catalog = self.plan().catalog
+        if name not in catalog.entries:
+            self._existing(name)
         found = backfills.ask(
             self.store, catalog, name, (start, end), self._now_ms(), limit, dry_run
         )

@@ -209,9 +209,12 @@ def ask(
     start, end = instant_ms(between[0], "--from"), instant_ms(between[1], "--to")
     entry = catalog.entries.get(name)
     if entry is None:
+        copies = ", ".join(sorted(catalog.fanout.subs.get(name, ())))
         raise BackfillError(
-            f"entry {name!r} is fanned out to workers, or refused by the beats: backfill an "
-            "entry that a beat runs as itself"
+            f"entry {name!r} is fanned out to workers: backfill each copy by its name ({copies})"
+            if copies
+            else f"entry {name!r} does not run (the beats refuse it, or no worker is known "
+            "to fan it out to): `hashbeat schedule` says why"
         )
     found = prepare(store, entry, start, end, now, limit)
     return found if dry_run else queue(store, found, now)

@@ -238,3 +238,21 @@ def test_a_paused_entry_is_backfilled_as_asked_and_stays_paused(
     clock.advance(20)
     read(beat)
     assert slot_ids(broker) == []  # its own slots stay held back
+
+
+def test_a_fanned_out_entry_is_backfilled_copy_by_copy(
+    admin: ScheduleAdmin, app: Celery, clock: Clock
+) -> None:
+    app.conf.beat_schedule = {"fan": {"task": "t", "schedule": EVERY_10S, "workers": "*"}}
+    store = admin.store
+    assert store.acquire("leader", LEASE_MS)
+    assert store.set_roster("leader", ["w1@h", "w2@h"], ms(clock))
+    assert store.claim("leader", {"fan@w1@h": (ms(clock, 10), "fp")}) == {"fan@w1@h"}
+    clock.advance(30)
+    with pytest.raises(AdminError, match=r"copy by its name \(fan@w1@h, fan@w2@h\)"):
+        admin.backfill("fan", at(clock, -30), at(clock), dry_run=True)
+    done = admin.backfill("fan@w1@h", at(clock, -30), at(clock), dry_run=True)
+    assert done.slots == tuple(ms(clock, s) for s in (-30, -20, -10, 0))
+    assert done.sent == {ms(clock, -20)}
+    with pytest.raises(UnknownEntryError):
+        admin.backfill("fan@w9@h", at(clock, -30), at(clock), dry_run=True)
