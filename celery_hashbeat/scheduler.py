@@ -23,6 +23,7 @@ from celery import beat
 from celery.exceptions import ImproperlyConfigured
 
 from celery_hashbeat._logs import SCHEDULER
+from celery_hashbeat.beat.backfill import Backfills
 from celery_hashbeat.beat.census import WorkerCensus
 from celery_hashbeat.beat.collector import building
 from celery_hashbeat.beat.compat import (
@@ -161,6 +162,14 @@ class Scheduler(beat.Scheduler):
                 copies=catalog.fanout.subs,
                 watch=watch,
                 now_ms=self.now_ms,
+                backfills=Backfills(
+                    token=token,
+                    calls=calls,
+                    dispatcher=dispatcher,
+                    publisher=publisher,
+                    entries=catalog.entries,
+                    now_ms=self.now_ms,
+                ),
             ),
             watch=watch,
             now_ms=self.now_ms,
