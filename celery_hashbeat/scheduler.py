@@ -278,13 +278,12 @@ class Scheduler(beat.Scheduler):
         shared = self._catalog.shared
         if shared.changed:
             apply_changes(self._catalog, shared.changed)
-        # What is due goes before the controls' poll and a renewal that fall on the same
-        # instant, while the lease surely holds: either would make every slot of the instant
-        # a store round trip late, and a change read a millisecond later is no less in time.
-        if lease.leader and time.monotonic() < lease.held_until:
-            dispatcher.dispatch_due()
         # While the store does not answer, only the lease's backed-off calls try it.
         leadership.poll_controls()
+        # What is due goes before a renewal that falls on the same instant, while the lease
+        # surely holds.
+        if lease.leader and time.monotonic() < lease.held_until:
+            dispatcher.dispatch_due()
         self._aside.tick()  # a leader whose broker takes nothing gives up the lease
         if time.monotonic() >= lease.due_s:
             leadership.maintain()
