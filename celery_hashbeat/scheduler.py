@@ -297,6 +297,7 @@ class Scheduler(beat.Scheduler):
         head = dispatcher.queue.head() if lease.leader else None
         if head is not None:
             dispatcher.make_ahead(head)  # reads the queue, takes nothing off it
+            leadership.poll_ahead_of(head, self.now_ms())
         wait = leadership.wake_s() - time.monotonic()
         if head is not None:
             # Woken at the slot itself (not at the millisecond before it), or before it to make
