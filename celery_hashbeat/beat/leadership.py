@@ -248,9 +248,9 @@ class Leadership:
 
     def poll_ahead_of(self, head_ms: int, now_ms: int) -> None:
         """Poll now, while nothing is due, when the poll would otherwise fall due with the slot
-        at ``head_ms`` (or just before or after it): it would go first at that tick and make every slot
-        of the instant a store round trip late, and, polled every ``POLL_S``, it would stay on
-        the whole seconds where most slots fall. Polled early, it is no less fresh."""
+        at ``head_ms`` (or just before or after it): it would go first at that tick and make
+        every slot of the instant a store round trip late, and, polled every ``POLL_S``, it
+        would stay on the whole seconds where most slots fall. Polled early, it is as fresh."""
         controls = self.controls
         due_in_ms = (controls.due_s - time.monotonic()) * 1000
         room_ms = head_ms - now_ms
