@@ -9,11 +9,21 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from celery import Celery
 
 from celery_hashbeat import hashcron
+from celery_hashbeat.beat import leadership
 from celery_hashbeat.control.admin import ScheduleAdmin
 from tests.support.beat_fixtures import Broker, Clock, Make, drain
+
+
+@pytest.fixture(autouse=True)
+def wide_margin(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The test's clock jumps, the monotonic time the poll is due by does not: a loaded machine
+    may spend tens of real milliseconds before the poll is weighed, which the 20 ms margin
+    would count against it."""
+    monkeypatch.setattr(leadership, "POLL_NEAR_MS", 80)
 
 
 def recording(name: str, method: Callable[..., Any], calls: list[str]) -> Callable[..., Any]:
@@ -61,4 +71,5 @@ def test_a_pause_read_ahead_of_the_slot_holds_it_back(
     beat.tick()
     clock.advance(0.1)
     drain(beat)
-    assert broker.new() == []
+    sent = [(h["hashbeat_slot"]) for h in broker.new()]
+    assert sent == [], sent
