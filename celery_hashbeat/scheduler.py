@@ -289,11 +289,13 @@ class Scheduler(beat.Scheduler):
             apply_changes(self._catalog, shared.changed)
         # While the store does not answer, only the lease's backed-off calls try it.
         leadership.poll_controls()
+        # A leader whose broker has taken nothing for too long gives up the lease before it
+        # waits on that broker again for what is due.
+        self._aside.tick()
         # What is due goes before a renewal that falls on the same instant, while the lease
         # surely holds.
         if lease.leader and time.monotonic() < lease.held_until:
             dispatcher.dispatch_due()
-        self._aside.tick()  # a leader whose broker takes nothing gives up the lease
         if time.monotonic() >= lease.due_s:
             leadership.maintain()
         if lease.leader:
