@@ -172,8 +172,11 @@ class Dispatcher:
     # Due -> claim -> verdict -> publish -> settle -----------------------------------------------
 
     def dispatch_due(self) -> None:
+        """Claim and send what is due, unless the broker has taken nothing for longer than a
+        publish may wait: the slots are left due, and the leader steps down at its next tick
+        (``beat/standaside.py``) rather than wait on that broker again."""
         head = self.queue.head()
-        if head is not None and head <= self._now_ms():
+        if head is not None and head <= self._now_ms() and not self._publisher.stuck:
             self.dispatch(self._now_ms())
 
     def _due(self, now: int) -> list[Entry]:
