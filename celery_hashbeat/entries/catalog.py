@@ -244,6 +244,29 @@ class Catalog:
             return fence_ms
         return floor
 
+    def refuse_missed_once(
+        self, names: Iterable[str], fences: Mapping[str, PlannedFence], now_ms: int
+    ) -> None:
+        """As a leader plans them: refuse the beat_schedule one-shots among ``names`` whose
+        instant has passed unsent and that their catch-up would never send, by name, as a
+        written one is refused (docs/design.md §21). One the store says was sent is done."""
+        refused = []
+        for name in names:
+            entry = self.entries.get(name)
+            if entry is None or not isinstance(entry.source, OnceSlots):
+                continue
+            fence = fences.get(name)
+            if name not in self.configured or is_done_once(
+                entry, None if fence is None else fence.slot
+            ):
+                continue
+            try:
+                refuse_past_once(name, entry, now_ms)
+            except EntryError as exc:
+                self._refuse(name, str(exc))
+                refused.append(name)
+        self.deactivate(refused)
+
     def held(self, name: str, paused: Container[str]) -> bool:
         """Whether entry ``name`` is paused by an operator: itself, or the entry it is a copy
         of (``paused``: the names paused in the store). A leader sends nothing of it."""
