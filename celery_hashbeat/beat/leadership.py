@@ -153,7 +153,7 @@ class Leadership:
             }
             if fresh:
                 fences.update(calls.call(store.anchor, token, fresh))
-            catalog.refuse_missed_once(list(entries), fences, now)
+            catalog.refuse_missed_once(catalog.passed_once, fences, now)
         except Exception as exc:
             self.lease.failed(exc, time.monotonic())
             return

@@ -171,12 +171,14 @@ def test_a_bad_entry_is_skipped_by_name_and_the_others_run(tmp_path: Path) -> No
     assert "Sending due task good (t.good)" in output, output
 
 
-def one_shot_beat(store: str, instant: datetime, until: str) -> tuple[int | None, str]:
+def one_shot_beat(
+    store: str, instant: datetime, until: str, timeout: float = 15
+) -> tuple[int | None, str]:
     """``celery beat`` on tests/beat/oneshot_app.py: its ``once`` entry at ``instant``, the
     catch-up ``skip``, beside an entry due every second."""
     config = {"hashbeat_store_url": store, "hashbeat_catch_up": "skip"}
     extra = {"HASHBEAT_AT": instant.isoformat(), "HASHBEAT_EXCLUDE": "2020-01-01"}
-    return beat(config, timeout=12, until=until, app="tests.beat.oneshot_app", extra=extra)
+    return beat(config, timeout=timeout, until=until, app="tests.beat.oneshot_app", extra=extra)
 
 
 def test_a_past_one_shot_that_its_catch_up_would_never_send_is_refused_by_name(
@@ -195,8 +197,9 @@ def test_a_past_one_shot_that_its_catch_up_would_never_send_is_refused_by_name(
 
 def test_a_one_shot_done_before_a_restart_is_not_refused_after_it(tmp_path: Path) -> None:
     store = f"sqlite:///{tmp_path}/store.sqlite"
-    instant = datetime.now(timezone.utc).replace(microsecond=0) + timedelta(seconds=3)
-    code, output = one_shot_beat(store, instant, "Sending due task once")
+    # Far enough ahead that a beat slow to start on a busy machine still reads it as to come.
+    instant = datetime.now(timezone.utc).replace(microsecond=0) + timedelta(seconds=10)
+    code, output = one_shot_beat(store, instant, "Sending due task once", timeout=30)
     assert "Sending due task once (shop.once)" in output, output
     wait_until(lambda: datetime.now(timezone.utc) > instant + timedelta(seconds=1), 5, 0.1)
     code, output = one_shot_beat(store, instant, "Sending due task ticks")
