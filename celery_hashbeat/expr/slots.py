@@ -267,7 +267,7 @@ class CalendarSlots(Slots):
         else:
             self._enter(self.day_of(ms))
         if self._shut:  # its slots went elsewhere; those moved back are before ms
-            self._enter(self.calendar.next_open(self._day))
+            self._enter(self.calendar.next_open(self._day + 1), False)
         return self._onward(ms, None)
 
     def _onward(self, ms: int, slot: int | None) -> int:
@@ -290,16 +290,18 @@ class CalendarSlots(Slots):
             # (those moved back land before an excluded day the slot's may start).
             day = self._later_day(slot)
             if self._excluded(day):
-                self._enter(self.calendar.next_open(day, self._step or 1))
+                way = self._step or 1
+                self._enter(self.calendar.next_open(day + way, way), False)
             else:
-                self._enter(day)
+                self._enter(day, False)
                 if self._listed is None:
                     return slot
             slot = None
         raise self._never(ms)
 
-    def _enter(self, day: int) -> None:
-        """Make ``day`` the day asked last: its bounds, and its kind."""
+    def _enter(self, day: int, shut: bool | None = None) -> None:
+        """Make ``day`` the day asked last: its bounds, and its kind (``shut``: whether it is
+        excluded, when known)."""
         if day == self._day + 1:
             low = self._high
             if self._span_low <= low and low + DAY_MS <= self._span_high:
@@ -310,11 +312,11 @@ class CalendarSlots(Slots):
             low, high = self.day_start(day), self.day_start(day + 1)
         self._day, self._low, self._high = day, low, high
         excluded, step = self._excluded, self._step
-        self._shut = excluded(day)
-        if self._shut:
+        self._shut = shut = excluded(day) if shut is None else shut
+        if shut:
             self._listed = NO_SLOTS
         elif step and excluded(day - step):
-            self._listed, self._after = self.landing(day)
+            self._listed, self._after = self.landing(day, low, high)
         else:
             self._listed = None
 
@@ -360,18 +362,21 @@ class CalendarSlots(Slots):
         # Midnight falls in a daylight saving gap: the day starts where the gap ends.
         return to_ms(datetime.combine(date.fromordinal(day), time(), tzinfo=self.tz))
 
-    def landing(self, day: int) -> tuple[list[int], int]:
-        """Every slot on open day ``day``, its own and those moved onto it, in order; and the
-        first inner slot past it and the excluded days it takes slots from. One walk of the
-        inner slots over those days."""
-        excluded, first, last = self._excluded, day, day
+    def landing(self, day: int, low: int, high: int) -> tuple[list[int], int]:
+        """Every slot on open day ``day`` (from ``low`` to ``high``), its own and those moved
+        onto it from the excluded days next to it, in order; and the first inner slot past
+        them all. One walk of the inner slots over those days."""
+        excluded, day_start = self._excluded, self.day_start
         if self._step > 0:
+            first = day - 1
             while excluded(first - 1) and day - first < HORIZON_DAYS:
                 first -= 1
+            starts = [*(day_start(ordinal) for ordinal in range(first, day)), low, high]
         else:
+            first, last = day, day + 1
             while excluded(last + 1) and last - day < HORIZON_DAYS:
                 last += 1
-        starts = [self.day_start(ordinal) for ordinal in range(first, last + 2)]
+            starts = [low, high, *(day_start(ordinal) for ordinal in range(day + 2, last + 2))]
         found, inner, index, end = set(), self.inner, 0, starts[-1]
         span = self._span_of(starts[0] // 1000)
         # No change of offset over those days: a slot moves by whole days.
