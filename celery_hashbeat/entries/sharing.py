@@ -91,6 +91,8 @@ class SharedSlots:
 
     def source(self, name: str, given: Any, relative: bool) -> Slots:
         """The slots of ``given`` (any schedule Celery accepts, or ours) for entry ``name``."""
+        if type(given) is at:  # before the checks of kind, which are slow: one-shots are many
+            return OnceSlots(given.instant_ms)
         if isinstance(given, hashcron):
             resolved = given.identity(name, self.zone_name)
             if resolved is None:
