@@ -8,7 +8,9 @@ filter, the table alone (what the page's self-refresh fetches) and one entry's p
 and spread). "cold" is the first request, which builds the plan the later ones keep while the
 store's entries do not change (web/console.py's PlanCache); the others are medians of ``--runs``
 requests each, after one warm-up request; "paused" is the entries page just after an entry was
-paused (through ScheduleAdmin), which plans that entry again and keeps the rest.
+paused (through ScheduleAdmin), which plans that entry again and keeps the rest; "changed" is
+the first entries page after an entry's definition was changed (through ScheduleAdmin.update),
+which rebuilds that entry in the kept plan as a beat does.
 
     python benchmarks/web.py [--sizes 1000,10000] [--runs 5]
 """
@@ -106,6 +108,13 @@ def main() -> None:
                 console.admin.pause(f"tenant-{run * 10 + 1}-sync", "benchmark")
                 after.append(fetch(base, "/"))
             rows.append((size, "entries page, paused", statistics.median(after), max(after)))
+            changed = []
+            for run in range(options.runs):
+                shape = SHAPES[(run * 10 + 3 + 1) % len(SHAPES)]
+                console.admin.update(f"tenant-{run * 10 + 3}-sync", schedule=hashcron(shape))
+                changed.append(fetch(base, "/"))
+            rows.append((size, "entries page, changed", statistics.median(changed), max(changed)))
+            server.task_dispatcher.shutdown()  # its threads finish before their sockets close
             server.close()
             console.admin.close()
     print(f"{'entries':>8}  {'request':<22} {'median s':>9} {'max s':>7}")

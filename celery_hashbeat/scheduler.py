@@ -23,6 +23,7 @@ from celery import beat
 from celery.exceptions import ImproperlyConfigured
 
 from celery_hashbeat._logs import SCHEDULER
+from celery_hashbeat.beat.backfill import Backfills
 from celery_hashbeat.beat.census import WorkerCensus
 from celery_hashbeat.beat.collector import building
 from celery_hashbeat.beat.compat import (
@@ -43,6 +44,7 @@ from celery_hashbeat.beat.standaside import StandAside
 from celery_hashbeat.beat.stopping import GRACE, StopRequests
 from celery_hashbeat.beat.storecalls import StoreCalls
 from celery_hashbeat.beat.triggers import Triggers
+from celery_hashbeat.beat.warming import Warming
 from celery_hashbeat.control import running
 from celery_hashbeat.control.polling import ControlState
 from celery_hashbeat.entries.catalog import Catalog
@@ -161,12 +163,21 @@ class Scheduler(beat.Scheduler):
                 copies=catalog.fanout.subs,
                 watch=watch,
                 now_ms=self.now_ms,
+                backfills=Backfills(
+                    token=token,
+                    calls=calls,
+                    dispatcher=dispatcher,
+                    publisher=publisher,
+                    entries=catalog.entries,
+                    now_ms=self.now_ms,
+                ),
             ),
             watch=watch,
             now_ms=self.now_ms,
         )
         self._promises = PromiseKeeper(token, calls, catalog, controls, watch)
         self._aside = StandAside(lease, calls, publisher, watch, dispatcher.owed)
+        self._warming = Warming(catalog.entries, publisher, self.now_ms)
         filename = kwargs.get("schedule_filename")
         if filename and filename != CELERY_SCHEDULE_FILE and not kwargs.get("lazy"):
             logger.info(
@@ -290,9 +301,12 @@ class Scheduler(beat.Scheduler):
             leadership.share_balance()
             self._promises.keep(self.now_ms())
             dispatcher.dispatch_due()  # what a new leader found due
+        else:
+            self._warming.tick()  # the first burst after taking over costs no more than others
         head = dispatcher.queue.head() if lease.leader else None
         if head is not None:
             dispatcher.make_ahead(head)  # reads the queue, takes nothing off it
+            leadership.poll_ahead_of(head, self.now_ms())
         wait = leadership.wake_s() - time.monotonic()
         if head is not None:
             # Woken at the slot itself (not at the millisecond before it), or before it to make

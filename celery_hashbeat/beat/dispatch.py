@@ -307,6 +307,13 @@ class Dispatcher:
         """Publish claimed slots, keeping the lease while the broker is waited for."""
         return self._publisher.publish(slots, self._still_leading)
 
+    def publish_past(self, entry: Entry, slots: list[int]) -> list[Settled[Entry]]:
+        """Publish a backfill's claimed slots of ``entry`` (beat/backfill.py), as any claimed
+        slot; they are not the entry's latest sends, so they are not noted as such."""
+        settled = self.publish([(entry, slot) for slot in slots])
+        self._published.pop(entry.name, None)
+        return settled
+
     def _still_leading(self) -> bool:
         """Asked while a publish waits: keep the lease, and say whether it still holds."""
         if time.monotonic() >= self._lease.due_s:

@@ -32,6 +32,13 @@ if TYPE_CHECKING:
 #: The scheduler's logger: operators filter one name for everything a beat says about its slots.
 logger = SCHEDULER
 
+#: A poll that would fall due this close to the next slot (ms), before or after it, is made
+#: ahead of it instead.
+POLL_NEAR_MS = 20
+#: ... when there is at least this much time before that slot (ms): a poll is a store round
+#: trip, and a poll that would delay the slot is better made after it.
+POLL_ROOM_MS = 10
+
 
 def read_run_counts(entries: Mapping[str, Entry], fences: Mapping[str, Fence]) -> None:
     """Give entries the ``last_run_at`` and ``total_run_count`` the store knows, so that both
@@ -242,6 +249,19 @@ class Leadership:
             self._triggers.send_waiting()
         if self.lease.leader:
             self._dispatcher.done.prune(self._now_ms(), self._catalog.stored, calls)
+
+    def poll_ahead_of(self, head_ms: int, now_ms: int) -> None:
+        """Poll now, while nothing is due, when the poll would otherwise fall due with the slot
+        at ``head_ms`` (or just before or after it): it would go first at that tick and make
+        every slot of the instant a store round trip late, and, polled every ``POLL_S``, it
+        would stay on the whole seconds where most slots fall. Polled early, it is as fresh."""
+        controls = self.controls
+        due_in_ms = (controls.due_s - time.monotonic()) * 1000
+        room_ms = head_ms - now_ms
+        near = abs(due_in_ms - room_ms) <= POLL_NEAR_MS
+        if near and due_in_ms > 0 and room_ms >= POLL_ROOM_MS:
+            controls.due_s = 0.0
+            self.poll_controls()
 
     def apply(self, changed: Changed) -> None:
         """Apply operators' changes: definitions to the catalog, resumes to parked entries."""

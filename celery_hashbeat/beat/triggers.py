@@ -1,4 +1,5 @@
 """Triggers (docs/design.md §13): the runs an operator asked for now, as the leader sends them.
+The queue they wait in holds backfill requests too, which go to beat/backfill.py.
 
 The leader takes the waiting triggers from the store (under its lease) and sends each once
 (``Triggers``). Plain functions over what the store handed over say which entries each trigger
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from uuid import uuid5
 
 from celery_hashbeat._logs import OVERLAP, SCHEDULER
+from celery_hashbeat.beat.backfill import split
 from celery_hashbeat.beat.compat import BEAT_LOGGER
 from celery_hashbeat.beat.storecalls import FAILED
 from celery_hashbeat.control.definitions import (
@@ -33,6 +35,7 @@ from celery_hashbeat.publish.batch import Outcome, Settled
 from celery_hashbeat.publish.message import NAMESPACE, send_slot, slot_iso
 
 if TYPE_CHECKING:
+    from celery_hashbeat.beat.backfill import Backfills
     from celery_hashbeat.beat.storecalls import StoreCalls
     from celery_hashbeat.entries.entry import Entry
     from celery_hashbeat.observe.watch import Watch
@@ -126,8 +129,10 @@ class Triggers:
         copies: Mapping[str, set[str]],
         watch: Watch,
         now_ms: Callable[[], int],
+        backfills: Backfills,
     ) -> None:
         self._token = token
+        self._backfills = backfills
         self._calls = calls
         self._publisher = publisher
         self._entries = entries
@@ -143,8 +148,13 @@ class Triggers:
         taken = calls.attempt(calls.store.take_triggers, self._token)
         if taken is FAILED:
             return
-        runs = runs_of(taken, self._entries, self._copies)
+        triggers, requests = split(taken)
+        # Backfill requests wait in the same queue: what is left of them goes back with the rest.
+        later = self._backfills.send(requests) if requests else []
+        runs = runs_of(triggers, self._entries, self._copies)
         if not runs:
+            if later:
+                calls.attempt(calls.store.give_back_triggers, self._token, later)
             return
         sendable, waiting = self._guarded(runs)
         settled = self._publisher.send_each(sendable, self._send) if sendable else []
@@ -152,7 +162,7 @@ class Triggers:
         for entry, trigger, task_id in failed:
             if entry.run_ttl_ms and not trigger.force:  # the lease taken for a run not sent
                 calls.attempt(calls.store.release_run, entry.name, task_id)
-        back = given_back([*waiting, *failed])
+        back = given_back([*waiting, *failed]) + later
         if back:
             calls.attempt(calls.store.give_back_triggers, self._token, back)
         # A beat killed before its next store call (seconds away, perhaps) would lose them.

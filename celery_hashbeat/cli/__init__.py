@@ -6,6 +6,7 @@ import click
 
 from celery_hashbeat.cli.admin import add, pause, remove, resume, trigger, update
 from celery_hashbeat.cli.audit import audit
+from celery_hashbeat.cli.backfill import backfill
 from celery_hashbeat.cli.entries import entries
 from celery_hashbeat.cli.explain import explain
 from celery_hashbeat.cli.lint import lint
@@ -35,6 +36,7 @@ def main() -> None:
 for command in (
     add,
     audit,
+    backfill,
     entries,
     explain,
     lint,

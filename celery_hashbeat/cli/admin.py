@@ -13,7 +13,6 @@ from typing import Any
 import click
 
 from celery_hashbeat.cli.changes import (
-    OPTION_FIELDS,
     REASON,
     UNSETTABLE,
     Refused,
@@ -28,14 +27,10 @@ from celery_hashbeat.cli.loading import (
     connected,
     require_app,
 )
-from celery_hashbeat.cli.output import (
-    echo_json,
-    json_option,
-    relative,
-    stamp,
-    stamp_iso,
-)
+from celery_hashbeat.cli.output import echo_json, json_option, relative, stamp_iso
 from celery_hashbeat.control.admin import AdminError, ScheduleAdmin
+from celery_hashbeat.control.fields import OPTION_FIELDS
+from celery_hashbeat.control.words import stamp
 
 
 @contextmanager

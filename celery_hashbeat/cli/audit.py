@@ -9,8 +9,9 @@ import click
 
 from celery_hashbeat.cli.admin import opened_admin
 from celery_hashbeat.cli.loading import app_option
-from celery_hashbeat.cli.output import echo_json, json_option, stamp, stamp_iso, table
+from celery_hashbeat.cli.output import echo_json, json_option, stamp_iso, table
 from celery_hashbeat.control.audit import Change
+from celery_hashbeat.control.words import stamp
 
 
 @click.command()

@@ -1,17 +1,17 @@
-"""The options that define an entry (``hashbeat add`` and ``update``), read from text into the
-definition ScheduleAdmin takes, so that every refusal is one line naming the option."""
+"""The options that define an entry (``hashbeat add`` and ``update``): read from text into the
+definition ScheduleAdmin takes by control/fields.py (the console's form reads its fields there
+too), each refusal one line naming the option."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
 import click
 
 from celery_hashbeat.cli.output import Failure
+from celery_hashbeat.control import fields
 from celery_hashbeat.control.admin import AdminError
-from celery_hashbeat.control.definitions import DefinitionError, schedule_object
 
 
 class Refused(Failure):
@@ -102,10 +102,6 @@ UNSETTABLE = (
 REASON = click.option("--reason", default="", help="Why: kept in the audit trail.")
 
 
-#: The ``--unset`` fields kept in the entry's publish options.
-OPTION_FIELDS = ("queue", "expires", "priority")
-
-
 def definition_options(function: Callable[..., Any]) -> Callable[..., Any]:
     for option in reversed(DEFINITION_OPTIONS):
         function = option(function)
@@ -116,106 +112,15 @@ def bad(name: str, option: str, what: str) -> Refused:
     return Refused(f"entry {name!r}: {option}: {what}")
 
 
-def read_schedule(name: str, given: dict[str, str | None], current: Any = None) -> Any:
-    """The schedule the options give (None if none), as the object ScheduleAdmin takes. On an
-    update of a hashcron (``current``, its stored data), --cron keeps its time zone and --tz
-    alone keeps its expression, so that only what is given changes."""
-    chosen = [key for key in ("cron", "every", "interval", "at") if given.get(key) is not None]
-    if len(chosen) > 1:
-        raise bad(
-            name, "--" + "/--".join(chosen), "give only one of --cron, --every, --interval, --at"
-        )
-    cron = dict(current) if isinstance(current, dict) and "hashcron" in current else None
-    tz = given.get("tz")
-    if tz is not None and chosen != ["cron"] and (chosen or cron is None):
-        raise bad(name, "--tz", "it is the time zone of a --cron expression: give --cron with it")
-    if not chosen and tz is None:
-        return None
-    key = chosen[0] if chosen else "cron"
-    text = given.get(key)
-    if key == "cron":
-        data: dict[str, Any] = {**(cron or {}), "hashcron": text or (cron or {}).get("hashcron")}
-        if tz is not None:
-            data["tz"] = tz
-    elif key == "at":
-        data = {"at": text}
-    else:
-        data = {"every" if key == "every" else "hashinterval": number(name, f"--{key}", text or "")}
-    try:
-        return schedule_object(name, data)
-    except DefinitionError as exc:
-        raise Refused(str(exc)) from None
-
-
-def number(name: str, option: str, text: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        raise bad(name, option, f"{text!r} is not a number of seconds") from None
-
-
-def whole(name: str, option: str, text: str, least: int) -> int:
-    if not text.strip().isdigit() or int(text) < least:
-        raise bad(name, option, f"give a whole number of at least {least}, not {text!r}")
-    return int(text)
-
-
-def read_json(name: str, option: str, text: str, kind: type) -> Any:
-    """``text`` as JSON of ``kind`` (list or dict), or a refusal with an example."""
-    what, example = ("list", "'[42, \"eu\"]'") if kind is list else ("object", "'{\"full\": true}'")
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise bad(name, option, f"not JSON ({exc}); give a JSON {what}: {example}") from None
-    if not isinstance(value, kind):
-        raise bad(name, option, f"give a JSON {what}, such as {example}, not {text}")
-    return value
-
-
 def read_changes(
-    name: str, given: dict[str, str | None], current: dict[str, Any] | None = None
+    name: str, given: dict[str, Any], current: dict[str, Any] | None = None
 ) -> dict[str, Any]:
-    """The definition fields the options give, as ScheduleAdmin takes them; ``current`` is
-    the stored definition an update changes."""
-    current = current or {}
-    options = dict(current.get("options") or {})
-    changes: dict[str, Any] = {}
-    schedule = read_schedule(name, given, current.get("schedule"))
-    if schedule is not None:
-        changes["schedule"] = schedule
-    for key in ("task", "overlap", "catch_up", "start", "end", "on_excluded"):
-        if given.get(key) is not None:
-            changes[key] = given[key]
-    if given.get("exclude"):
-        changes["exclude"] = list(given["exclude"] or ())
-    if given.get("args") is not None:
-        changes["args"] = read_json(name, "--args", given["args"] or "", list)
-    if given.get("kwargs") is not None:
-        changes["kwargs"] = read_json(name, "--kwargs", given["kwargs"] or "", dict)
-    if given.get("queue") is not None:
-        options["queue"] = given["queue"]
-    if given.get("expires") is not None:
-        options["expires"] = number(name, "--expires", given["expires"] or "")
-    if given.get("priority") is not None:
-        options["priority"] = whole(name, "--priority", given["priority"] or "", 0)
-    if options != dict(current.get("options") or {}):
-        changes["options"] = options
-    if given.get("catch_up_window") is not None:
-        changes["catch_up_window"] = number(
-            name, "--catch-up-window", given["catch_up_window"] or ""
-        )
-    if given.get("max_runs") is not None:
-        changes["max_runs"] = whole(name, "--max-runs", given["max_runs"] or "", 1)
-    if given.get("max_lateness") is not None:
-        changes["max_lateness"] = number(name, "--max-lateness", given["max_lateness"] or "")
-    for key in ("alert_after_failures", "pause_after_failures"):
-        if given.get(key) is not None:
-            option = "--" + key.replace("_", "-")
-            changes[key] = whole(name, option, given[key] or "", 1)
-    workers = given.get("workers")
-    if workers is not None:
-        nodes = [node.strip() for node in workers.split(",")]
-        if workers != "*" and not all(nodes):
-            raise bad(name, "--workers", f"give '*' or node names apart by commas, not {workers!r}")
-        changes["workers"] = "*" if workers == "*" else nodes
-    return changes
+    """The definition fields the options give (control/fields.py reads them), each refusal
+    naming its option."""
+    try:
+        return fields.read_changes(name, given, current)
+    except fields.FieldError as exc:
+        if exc.whole:
+            raise Refused(exc.what) from None
+        options = "/".join("--" + field.replace("_", "-") for field in exc.fields)
+        raise bad(name, options, exc.what) from None

@@ -10,9 +10,9 @@ import click
 
 from celery_hashbeat.cli.admin import opened_admin
 from celery_hashbeat.cli.loading import app_option
-from celery_hashbeat.cli.output import echo_json, json_option, relative, stamp, table
+from celery_hashbeat.cli.output import echo_json, json_option, relative, table
 from celery_hashbeat.cli.show import paused_word, view_json
-from celery_hashbeat.control.words import schedule_text
+from celery_hashbeat.control.words import entry_schedule_text, stamp
 
 
 @click.command("entries")
@@ -40,7 +40,7 @@ def entries(app_name: str | None, as_json: bool) -> None:
             view.source,
             "unreadable (hashbeat show NAME)"
             if "unreadable" in view.definition
-            else schedule_text(view.definition.get("schedule")),
+            else entry_schedule_text(view.definition),
             paused_word(view),
             f"{stamp(view.next_slots[0])} ({relative(view.next_slots[0], now)})"
             if view.next_slots

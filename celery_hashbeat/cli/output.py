@@ -6,7 +6,7 @@ import enum
 import json
 import re
 from collections.abc import Iterable, Sequence
-from datetime import datetime, timezone, tzinfo
+from datetime import datetime, timezone
 from typing import Any
 
 import click
@@ -111,16 +111,6 @@ def relative(ms: int, now_ms: int) -> str:
     """``in 4m05s`` or ``12s ago``."""
     delta = (ms - now_ms) / 1000
     return f"in {duration(delta)}" if delta >= 0 else f"{duration(delta)} ago"
-
-
-def stamp(ms: int, zone: tzinfo = timezone.utc, millis: bool = False) -> str:
-    """An instant for tables: ``2026-11-22 14:37:00 UTC``, with milliseconds when present or
-    when ``millis`` asks for them always (a column of instants that must line up)."""
-    when = datetime.fromtimestamp(ms / 1000, zone)
-    text = f"{when:%Y-%m-%d %H:%M:%S}"
-    if ms % 1000 or millis:
-        text += f".{ms % 1000:03d}"
-    return f"{text} {when.tzname()}"
 
 
 def stamp_iso(ms: int) -> str:

@@ -17,9 +17,10 @@ from celery_hashbeat.cli.loading import (
     connected,
     require_app,
 )
-from celery_hashbeat.cli.output import Failure, echo_json, json_option, stamp, stamp_iso
+from celery_hashbeat.cli.output import Failure, echo_json, json_option, stamp_iso
 from celery_hashbeat.control import running
 from celery_hashbeat.control.deploy import DeployPlan, EntryChange, compare
+from celery_hashbeat.control.words import stamp
 from celery_hashbeat.store import Store
 from celery_hashbeat.store.base import BeatInfo
 

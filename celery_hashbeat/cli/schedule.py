@@ -28,10 +28,10 @@ from celery_hashbeat.cli.output import (
     echo_json,
     json_option,
     relative,
-    stamp,
     table,
 )
 from celery_hashbeat.cli.terms import crontab_text
+from celery_hashbeat.control.words import stamp
 from celery_hashbeat.entries.bounds import BoundedSlots
 from celery_hashbeat.entries.building import calendar_keys
 from celery_hashbeat.entries.entry import Entry

@@ -26,13 +26,12 @@ from celery_hashbeat.cli.output import (
     echo_json,
     json_option,
     relative,
-    stamp,
     stamp_iso,
     table,
 )
 from celery_hashbeat.control.admin import ScheduleAdmin, UnknownEntryError
 from celery_hashbeat.control.views import EntryView
-from celery_hashbeat.control.words import schedule_text
+from celery_hashbeat.control.words import schedule_text, stamp
 from celery_hashbeat.observe.history import (
     HISTORY_CAP,
     MISSED,

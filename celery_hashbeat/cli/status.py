@@ -25,12 +25,12 @@ from celery_hashbeat.cli.output import (
     echo_json,
     json_option,
     relative,
-    stamp,
     stamp_iso,
     table,
 )
 from celery_hashbeat.cli.show import Summary, records, summarize
 from celery_hashbeat.control.definitions import DefinitionError, Pause, decode_pause
+from celery_hashbeat.control.words import stamp
 from celery_hashbeat.settings import DEFAULT_KEY_PREFIX
 from celery_hashbeat.store import BeatInfo, LeaseInfo, Store
 from celery_hashbeat.store.base import Roster

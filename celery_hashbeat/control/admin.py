@@ -15,8 +15,10 @@ import functools
 import time
 import uuid
 from collections.abc import Callable
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
+from celery_hashbeat.control import backfill as backfills
 from celery_hashbeat.control.audit import Change, as_data, trail, who_am_i
 from celery_hashbeat.control.audit import record as write_change
 from celery_hashbeat.control.definitions import (
@@ -57,6 +59,7 @@ if TYPE_CHECKING:
 
     from celery import Celery
 
+    from celery_hashbeat.control.polling import ControlState
     from celery_hashbeat.store import Store
 
 
@@ -156,7 +159,7 @@ def admin_errors(method: Callable[P, R]) -> Callable[P, R]:
             raise
         except (StoreError, StoreConfigError) as exc:
             raise store_problem(exc) from None
-        except (DefinitionError, EntryError) as exc:
+        except (DefinitionError, EntryError, backfills.BackfillError) as exc:
             raise AdminError(str(exc)) from None
 
     return wrapper
@@ -306,7 +309,8 @@ class ScheduleAdmin:
         if not isinstance(reason, str):
             raise AdminError(f"entry {name!r}: the reason must be text, not {reason!r}")
         before = self.store.controls_of(name)[1]
-        record = encode_pause(Pause(True, reason, self._now_ms()))
+        who = str(who_am_i(self.who, self.settings.store_url))
+        record = encode_pause(Pause(True, reason, self._now_ms(), who=who))
         self.store.edit(name, {PAUSE: record})
         self._audit("pause", name, as_data(before), as_data(record), reason)
 
@@ -357,6 +361,32 @@ class ScheduleAdmin:
         return Triggered(task_id, name, overlap, running, force)
 
     @admin_errors
+    def backfill(
+        self,
+        name: str,
+        start: datetime | str,
+        end: datetime | str,
+        dry_run: bool = False,
+        reason: str = "",
+        limit: int | None = backfills.BACKFILL_LIMIT,
+    ) -> backfills.Backfill:
+        """Send entry ``name``'s slots from ``start`` to ``end`` (aware datetimes or ISO 8601
+        with a zone, both ends included) that were not sent: the leader sends each once, with its
+        slot's task id, as the entry's overlap allows (control/backfill.py). ``dry_run`` only
+        says which slots there are and which were sent; more than ``limit`` slots are refused
+        (None: no limit). A fanned-out entry is backfilled copy by copy, each by its own name
+        (``name@worker``)."""
+        catalog = self.plan().catalog
+        if name not in catalog.entries:
+            self._existing(name)
+        found = backfills.ask(
+            self.store, catalog, name, (start, end), self._now_ms(), limit, dry_run
+        )
+        if found.request is not None:
+            self._audit("backfill", name, None, None, reason, **found.details())
+        return found
+
+    @admin_errors
     def get(self, name: str) -> EntryView:
         _check_text(name)
         views = self._views([name])
@@ -379,10 +409,11 @@ class ScheduleAdmin:
         return self._views(None if names is None else builtins.list(names), recent, slots, planned)
 
     @admin_errors
-    def plan(self) -> Planned:
-        """The schedule as a leader holds it now: ``plan_schedule`` on this app and store."""
+    def plan(self, controls: ControlState | None = None) -> Planned:
+        """The schedule as a leader holds it now: ``plan_schedule`` on this app and store (the
+        store read through ``controls`` when given, to ``follow`` its changes later)."""
         return plan_schedule(
-            self.app, self.settings, self._configured(), self.store, self._now_ms()
+            self.app, self.settings, self._configured(), self.store, self._now_ms(), controls
         )
 
     def _views(

@@ -82,12 +82,15 @@ class DefinitionError(ValueError, HashbeatError):
 
 
 class Pause(NamedTuple):
-    """An entry's pause record: paused (with why and since when), or resumed at ``resumed``."""
+    """An entry's pause record: paused (with why, since when and by whom), or resumed at
+    ``resumed``."""
 
     paused: bool
     reason: str = ""
     at: int = 0
     resumed: int | None = None
+    #: Who paused it, as the audit trail names them ("" where nobody was named: a beat's own).
+    who: str = ""
 
 
 class Trigger(NamedTuple):
@@ -324,7 +327,10 @@ def check_options(name: str, options: Any) -> dict[str, Any]:
 
 def encode_pause(pause: Pause) -> str:
     if pause.paused:
-        return json.dumps({"paused": True, "reason": pause.reason, "at": pause.at})
+        data: dict[str, Any] = {"paused": True, "reason": pause.reason, "at": pause.at}
+        if pause.who:  # as a release that did not name who wrote it
+            data["who"] = pause.who
+        return json.dumps(data)
     return json.dumps({"paused": False, "resumed": pause.resumed})
 
 
@@ -333,7 +339,8 @@ def decode_pause(name: str, text: str) -> Pause:
     with _unreadable(f"entry {name!r}: the stored pause record"):
         data = read_json(f"entry {name!r}: the stored pause record", text)
         if data["paused"] is True:
-            return Pause(True, str(data.get("reason") or ""), _ms(data.get("at") or 0, "'at'"))
+            reason, who = str(data.get("reason") or ""), str(data.get("who") or "")
+            return Pause(True, reason, _ms(data.get("at") or 0, "'at'"), who=who)
         return Pause(False, resumed=_ms(data["resumed"], "'resumed'"))
 
 

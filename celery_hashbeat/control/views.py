@@ -5,6 +5,7 @@ control/admin.py, which changes the schedule.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -69,13 +70,20 @@ class Planned:
     message of each entry a beat would refuse, the operators' floors and the leader's census."""
 
     catalog: Catalog
-    refusals: dict[str, str]
+    #: The message of every refusal the catalog made, by entry (it adds those it makes later).
+    messages: dict[str, str]
     #: Entry -> the instant its slots count from since an add, update or resume (§13).
     floors: dict[str, int]
     #: The leader's last census of live workers (None: none yet, or no store read).
     roster: Roster | None
     #: The entries paused now, by name, as every beat reads them from the store.
     paused: dict[str, Pause] = field(default_factory=dict)
+
+    @property
+    def refusals(self) -> dict[str, str]:
+        """The message of each entry a beat would refuse, by name: those that cannot run now."""
+        broken = self.catalog.broken
+        return {name: self.messages[name] for name in sorted(broken & self.messages.keys())}
 
     def next_slots(self, name: str, fence: Fence | None, now_ms: int, count: int) -> list[int]:
         """Entry ``name``'s next ``count`` slots as the leader plans them from ``fence``: none
@@ -102,10 +110,14 @@ def plan_schedule(
     configured: Mapping[str, Any],
     store: Store | None,
     now_ms: int,
+    controls: ControlState | None = None,
 ) -> Planned:
     """``configured`` (beat_schedule) and, with ``store``, the stored entries (read as a beat
-    reads them), their floors and the leader's census, built by the beats' catalog."""
-    controls = ControlState(report_unreadable=False)  # the commands list them themselves
+    reads them), their floors and the leader's census, built by the beats' catalog. Given
+    ``controls`` (new), the store is read through it, so that ``follow`` can take what changes
+    next."""
+    if controls is None:
+        controls = ControlState(report_unreadable=False)  # the commands list them themselves
     stored: dict[str, Any] = {}
     roster = None
     if store is not None:
@@ -113,8 +125,30 @@ def plan_schedule(
         stored = {name: d for name, d in changed.definitions.items() if d is not None}
         roster = store.roster()
     nodes = None if roster is None else roster.nodes
-    catalog, refusals = Catalog.preview(app, settings, now_ms, configured, stored, nodes)
-    return Planned(catalog, refusals, controls.floors, roster, dict(controls.paused))
+    catalog, messages = Catalog.preview(app, settings, now_ms, configured, stored, nodes)
+    return Planned(catalog, messages, dict(controls.floors), roster, dict(controls.paused))
+
+
+def follow(planned: Planned, controls: ControlState, store: Store) -> tuple[Planned, set[str]]:
+    """``planned`` (built with ``controls``) brought up to what ``store`` holds now, as a beat
+    takes operators' changes (beat/leadership.py's ``apply``): the stored entries changed since
+    ``controls`` last read are built again in its catalog, in place (``Catalog.restock``), and
+    the pauses and floors taken. Returns the plan, and the entries whose next slots may have
+    moved: those a change names and those the catalog built again (a balanced entry that a new
+    one moved). A new census is not followed: ``plan_schedule`` builds for it."""
+    catalog = planned.catalog
+    before = dict(catalog.entries)
+    changes = store.changes(controls.version)
+    changed = controls.poll(changes)
+    if changed.definitions:
+        catalog.restock(changed.definitions, changed.full)
+    entries = catalog.entries
+    rebuilt = {name for name, entry in entries.items() if before.get(name) is not entry}
+    rebuilt |= before.keys() - entries.keys()
+    parent_of = catalog.fanout.parent_of
+    moved = {parent_of(name) or name for name in rebuilt} | changes.records.keys()
+    floors, paused = dict(controls.floors), dict(controls.paused)
+    return dataclasses.replace(planned, floors=floors, paused=paused), moved
 
 
 def entry_views(

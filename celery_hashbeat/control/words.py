@@ -1,7 +1,9 @@
-"""A stored schedule in a few words, as the ``hashbeat`` commands and the console show it."""
+"""A stored schedule and an instant in a few words, as the ``hashbeat`` commands and the console
+show them."""
 
 from __future__ import annotations
 
+from datetime import datetime, timezone, tzinfo
 from typing import Any
 
 
@@ -30,6 +32,12 @@ def schedule_text(data: Any) -> str:
     return str(data)
 
 
+def entry_schedule_text(definition: dict[str, Any]) -> str:
+    """An entry's schedule in a few words, with the days its definition excludes (the entry's
+    ``exclude`` key, beside any its schedule has)."""
+    return schedule_text(definition.get("schedule")) + excluding_text(definition)
+
+
 def excluding_text(data: dict[str, Any]) -> str:
     """``, excluding sat,sun; holidays:US (next_business_day)`` for a schedule with a calendar
     (docs/design.md §20)."""
@@ -37,3 +45,13 @@ def excluding_text(data: dict[str, Any]) -> str:
         return ""
     mode = data.get("on_excluded")
     return f", excluding {'; '.join(data['exclude'])}" + (f" ({mode})" if mode else "")
+
+
+def stamp(ms: int, zone: tzinfo = timezone.utc, millis: bool = False) -> str:
+    """An instant for tables: ``2026-11-22 14:37:00 UTC``, with milliseconds when present or
+    when ``millis`` asks for them always (a column of instants that must line up)."""
+    when = datetime.fromtimestamp(ms / 1000, zone)
+    text = f"{when:%Y-%m-%d %H:%M:%S}"
+    if ms % 1000 or millis:
+        text += f".{ms % 1000:03d}"
+    return f"{text} {when.tzname()}"

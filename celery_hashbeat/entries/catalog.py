@@ -185,7 +185,8 @@ class Catalog:
         """The catalog a leader holds, built without one: ``configured`` (beat_schedule) and
         Celery's own entries, then the ``stored`` definitions, the ``"*"`` entries fanned out to
         ``nodes`` (the store's roster; None before any census). With it, the message of each
-        entry that cannot run, by name, as a beat would log it."""
+        entry it refused, by name, as a beat would log it (kept up as the catalog refuses
+        more: those in ``broken`` cannot run now)."""
         refusals: dict[str, str] = {}
         catalog = cls(app, settings, lambda: now_ms, ignore_added, refusals.__setitem__)
         catalog.fanout.nodes = nodes
@@ -193,7 +194,7 @@ class Catalog:
         catalog.install_defaults()
         if stored:
             catalog.restock(stored, full=True)
-        return catalog, {name: refusals[name] for name in sorted(catalog.broken & refusals.keys())}
+        return catalog, refusals
 
     def install_defaults(self) -> None:
         """Add Celery's own entries (``celery.backend_cleanup`` where the result backend needs

@@ -310,6 +310,16 @@ class Bulk(Batch[E]):
                 self._end(index, outcome, exc)
             pending.clear()
             return False
+        if not any(errors):  # the usual chunk: every message taken, settled under one lock
+            with self._lock:
+                for index in pending:
+                    self.outcomes[index] = Outcome.SENT
+                self._in_flight_since = time.monotonic()
+            sent = self._sink.sent
+            for index in pending:
+                sent(*self.slots[index])
+            pending.clear()
+            return True
         carry_on = True
         for index, error in zip(pending, errors, strict=True):
             if error is None:

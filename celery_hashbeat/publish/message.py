@@ -7,7 +7,11 @@ whichever beat sent it; everything else is as Celery's own scheduler would send 
 
 from __future__ import annotations
 
+import hashlib
+import os
+import random
 import uuid
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from celery.beat import BeatLazyFunc
@@ -41,11 +45,42 @@ TASK_ID_HEADER = "id"
 COMPRESSION_HEADER = "compression"
 
 
+#: SHA-1 with ``NAMESPACE`` already fed in: a UUID 5 is the hash of the namespace and the name.
+_NAMESPACED = hashlib.sha1(NAMESPACE.bytes, usedforsecurity=False)
+
+
 def slot_task_id(entry: str, slot: int) -> str:
-    """The task id of an entry's slot, the same from every beat."""
-    return str(uuid.uuid5(NAMESPACE, f"{entry}|{slot}"))
+    """The task id of an entry's slot, the same from every beat: ``uuid5(NAMESPACE,
+    "<entry>|<slot>")``, made without the ``UUID`` object (a burst makes thousands)."""
+    digest = _NAMESPACED.copy()
+    digest.update(f"{entry}|{slot}".encode())
+    return _as_uuid(digest.digest(), 0x50)
 
 
+#: Random bits for ``random_uuid``: seeded by the system, and again in a forked child, so that
+#: no two processes draw the same, whatever a program does with the ``random`` module's own.
+_RANDOM = random.Random()
+os.register_at_fork(after_in_child=_RANDOM.seed)
+
+
+def random_uuid() -> str:
+    """A random (version 4) UUID's text, as ``str(uuid.uuid4())`` but a third of its cost:
+    kombu's Redis transport gives each message one as its delivery tag, which needs to be
+    unique, not secret."""
+    return _as_uuid(_RANDOM.getrandbits(128).to_bytes(16, "big"), 0x40)
+
+
+def _as_uuid(data: bytes, version: int) -> str:
+    """The text of the UUID in ``data``'s first 16 bytes, with RFC 4122's variant and the
+    version (its high nibble of byte 6) set, as ``uuid.UUID(bytes=..., version=...)`` does."""
+    raw = bytearray(data[:16])
+    raw[6] = (raw[6] & 0x0F) | version
+    raw[8] = (raw[8] & 0x3F) | 0x80
+    text = raw.hex()
+    return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
+
+
+@lru_cache(maxsize=4096)
 def slot_iso(slot: int) -> str:
     """A slot as ISO 8601 in UTC, to the millisecond, for the ``hashbeat_slot`` header."""
     return to_datetime(slot).isoformat(timespec="milliseconds")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -316,6 +316,42 @@ class Publisher:
         except Exception:
             # The broker is not answering: the slots' own publish says so, and retries.
             logger.debug("beat: could not make messages ahead", exc_info=True)
+
+    def warm(self, entries: Iterator[tuple[Entry, int]], budget_s: float) -> bool:
+        """As a standby, make plans and stencils for ``entries`` (each with one of its slots)
+        on the broker's thread, for up to ``budget_s`` (see ``BulkSink.warm``); whether
+        ``entries`` ran out, or the broker did not answer within a second more (ended quietly:
+        a leader's publish reports that)."""
+        sink = self.sink
+        if sink is None or self.outage.cause is not None:
+            return True
+        done = False
+
+        def make() -> None:
+            nonlocal done
+            self.connect()
+            until = time.monotonic() + budget_s
+            for entry, slot in entries:
+                try:
+                    sink.warm(entry, slot)
+                except self.transient_errors:
+                    raise
+                except Exception:  # made again at its slot, where it is reported
+                    continue
+                if time.monotonic() >= until:
+                    return
+            done = True
+
+        began = time.monotonic()
+        try:
+            self._wait_for(
+                make,
+                lambda: self._stop.requested or time.monotonic() - began > budget_s + 1.0,
+            )
+        except Exception:
+            logger.debug("beat: could not make plans as a standby", exc_info=True)
+            return True
+        return done or time.monotonic() - began > budget_s + 1.0
 
     @property
     def kept(self) -> int:

@@ -172,6 +172,20 @@ class BulkSink:
         made, unsent = self._make(entry, plan, task_id, when, reply_to)
         self._ready[entry.name] = Ready(slot, plan, reply_to, made, unsent)
 
+    def warm(self, entry: Entry, slot: int) -> bool:
+        """As a standby, make the entry's plan and its message's stencil (for any of its slots,
+        here ``slot``) and keep nothing else, so that the first burst after a take-over only
+        fills stencils in; whether there was something to make. Nothing is made while a
+        ``before_task_publish`` receiver would see a message that never goes."""
+        if signals.before_task_publish.receivers or self.direct(entry):
+            return False
+        plan, self._next = self._next, None
+        assert plan is not None
+        if plan.stencil is not None or self._output.immediate or plan.expires is not None:
+            return False
+        self._make(entry, plan, slot_task_id(entry.name, slot), slot_iso(slot), self.app.thread_oid)
+        return True
+
     def forget_ready(self, before: int) -> None:
         """Drop the messages made ahead for slots before ``before`` that were never staged (a
         slot claimed by another beat, an entry paused or removed)."""

@@ -41,6 +41,7 @@ from celery_hashbeat._outage import Once
 from celery_hashbeat.errors import HashbeatError
 from celery_hashbeat.store.controls import Changes, ControlRecords
 from celery_hashbeat.store.operations import AUDIT_KEEP, AUDIT_KEEP_MS, OperatorRecords
+from celery_hashbeat.store.sent import Recorded, SentRecords, SlotClaim
 
 logger = STORE
 
@@ -186,21 +187,30 @@ def _digits(text: str) -> bool:
     return text.isascii() and text.isdigit()
 
 
-class Store(ControlRecords, OperatorRecords, abc.ABC):
+class Store(ControlRecords, OperatorRecords, SentRecords, abc.ABC):
     """One protocol, three implementations: Redis for HA, SQLite for one host, PostgreSQL for
     the shops whose shared server it is.
 
     The runtime controls (stored entries, pauses, triggers, store/controls.py) are each store's
     ControlRecords object, given here; the ControlRecords methods below hand over to it, so that
     callers keep one object to talk to. So are the operators' records (the audit trail and the
-    running schedules, store/operations.py), each store's OperatorRecords object.
+    running schedules, store/operations.py), each store's OperatorRecords object; and the
+    backfills' side of the record of sent slots (store/sent.py), its SentRecords object (the
+    claims below write the record too).
     """
 
-    def __init__(self, url: str, records: ControlRecords, operations: OperatorRecords) -> None:
+    def __init__(
+        self,
+        url: str,
+        records: ControlRecords,
+        operations: OperatorRecords,
+        sent: SentRecords,
+    ) -> None:
         #: The store's URL with any password masked: safe to log.
         self.url = url
         self._records = records
         self._operations = operations
+        self._sent = sent
         #: The (entry, value) pairs already logged as unreadable, so each is logged once.
         self._unreadable = Once()
 
@@ -241,6 +251,15 @@ class Store(ControlRecords, OperatorRecords, abc.ABC):
 
     def schedules(self) -> dict[str, str]:
         return self._operations.schedules()
+
+    def recorded(self, entry: str, slots: Sequence[int]) -> Recorded:
+        return self._sent.recorded(entry, slots)
+
+    def claim_slots(self, token: str, entry: str, slots: Sequence[int]) -> SlotClaim | None:
+        return self._sent.claim_slots(token, entry, slots)
+
+    def unclaim_slots(self, token: str, entry: str, slots: Sequence[int]) -> set[int]:
+        return self._sent.unclaim_slots(token, entry, slots)
 
     def _parse_fences(
         self, stored: Iterable[tuple[str, str]], counts: Mapping[str, int] | None = None
@@ -307,7 +326,8 @@ class Store(ControlRecords, OperatorRecords, abc.ABC):
         Nothing is claimed unless ``token`` holds the lease. Then each entry is claimed when its
         slot is later than the stored fence (or no fence parses), and also when the stored fence
         is this very slot claimed by this very token: a caller whose earlier reply was lost
-        recognises its own claim. A claim stores ``slot|token|previous|fingerprint`` and adds
+        recognises its own claim; a slot recorded as sent (store/sent.py) is not claimed again.
+        A claim stores ``slot|token|previous|fingerprint``, records the slot as sent and adds
         one to the entry's run count (a retry of its own claim adds nothing). An entry
         in ``runs`` is claimed with its run lease, as its RunGuard says. Returns the claimed
         entries, with the run leases found held by other tasks. ``history`` is recorded as
@@ -322,8 +342,8 @@ class Store(ControlRecords, OperatorRecords, abc.ABC):
         slot. Each fence that is still exactly that slot claimed by ``token`` is restored to its
         ``previous`` (or removed), provided ``token`` still holds the lease; ``runs`` maps
         entries to the task ids whose run leases go too (where that task still holds them).
-        The run count of each entry given back loses the one its claim added. Returns the
-        entries given back."""
+        The run count of each entry given back loses the one its claim added, and its slot's
+        record as sent goes. Returns the entries given back."""
 
     @abc.abstractmethod
     def hand_over(self, token: str, slots: Iterable[tuple[str, int]]) -> set[tuple[str, int]]:

@@ -8,7 +8,7 @@ same decisions inside its Lua scripts, which cannot call Python.)
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 from celery_hashbeat.store.base import Claimed, Fence, RunGuard
@@ -35,14 +35,19 @@ def plan_claim(
     runs: Mapping[str, RunGuard],
     stored: Mapping[str, Fence],
     holders: Mapping[str, str],
+    recorded: Collection[tuple[str, int]] = (),
 ) -> ClaimPlan:
     """The claim of ``slots`` (entry -> (slot, fingerprint)) by the lease holder ``token``, over
-    the ``stored`` fences and the live run-lease ``holders`` (entry -> task id)."""
+    the ``stored`` fences, the live run-lease ``holders`` (entry -> task id) and the (entry,
+    slot) pairs ``recorded`` as sent (store/sent.py: a backfill sent them). Each row written is
+    a slot to record."""
     plan = ClaimPlan()
     for entry, (slot, fingerprint) in slots.items():
         fence = stored.get(entry)
-        mine = fence is not None and fence.slot == slot and fence.token == token
-        if not (mine or fence is None or slot > fence.slot):
+        mine = _mine(token, slot, fence)
+        if not (mine or _later(slot, fence)):
+            continue
+        if not mine and (entry, slot) in recorded:
             continue
         guard = runs.get(entry)
         holder = "" if guard is None else holders.get(entry, "")
@@ -63,6 +68,27 @@ def plan_claim(
         if fence is not None and fence.token not in ("", "-", token):
             plan.moved_past.append((entry, fence.slot, fence.token))
     return plan
+
+
+def _mine(token: str, slot: int, fence: Fence | None) -> bool:
+    """The fence is this very slot claimed by this very token: a retry after a lost reply."""
+    return fence is not None and fence.slot == slot and fence.token == token
+
+
+def _later(slot: int, fence: Fence | None) -> bool:
+    return fence is None or slot > fence.slot
+
+
+def fresh(
+    token: str, slots: Mapping[str, tuple[int, str]], stored: Mapping[str, Fence]
+) -> list[tuple[str, int]]:
+    """The (entry, slot) pairs of ``slots`` that a claim would newly record as sent, if nobody
+    recorded them: those later than their fence, not the caller's own claim retried."""
+    return [
+        (entry, int(slot))
+        for entry, (slot, _) in slots.items()
+        if _later(slot, stored.get(entry)) and not _mine(token, slot, stored.get(entry))
+    ]
 
 
 def plan_give_back(

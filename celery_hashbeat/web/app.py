@@ -9,7 +9,6 @@ import os
 import threading
 import time
 from collections.abc import Iterable
-from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
@@ -20,12 +19,13 @@ from werkzeug.utils import redirect
 from werkzeug.wrappers import Request, Response
 
 from celery_hashbeat.control.admin import AdminError, ScheduleAdmin
+from celery_hashbeat.control.words import stamp as words_stamp
 from celery_hashbeat.settings import Settings
 from celery_hashbeat.store.base import StoreError
 from celery_hashbeat.web.actions import act
 from celery_hashbeat.web.auth import CSRF_COOKIE, SESSION_COOKIE, SESSION_S, Guard
 from celery_hashbeat.web.console import STATES, Console, PlanCache
-from celery_hashbeat.web.forms import FIELDS, KINDS, EntryForm
+from celery_hashbeat.web.forms import EntryForm
 from celery_hashbeat.web.spread import svg
 
 if TYPE_CHECKING:
@@ -77,9 +77,8 @@ def templates() -> Environment:
 
 
 def stamp(ms: int | None) -> str:
-    if ms is None:
-        return "-"
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    """An instant as the pages show it: as the commands' tables do, "-" for none."""
+    return "-" if ms is None else words_stamp(ms)
 
 
 def ago(ms: int | None, now_ms: int | None = None) -> str:
@@ -242,27 +241,22 @@ class ConsoleApp:
     def _form(self, request: Request, editing: str | None) -> Response:
         if request.method == "POST" and not self.signed_in(request):
             return self.not_signed_in(request)
+        form: EntryForm | None
         if request.method == "GET":
-            if editing is None:
-                form = EntryForm.blank()
-            else:
-                view = self.admin.get(editing) if editing else None
-                if view is None or view.source != "store":
-                    raise NotFound(f"No store entry {editing!r} to edit.")
-                form = EntryForm.of(editing, view.definition, getattr(view, "revision", None))
-            return self.render(
-                request, "form.html", form=form, editing=editing, fields=FIELDS, kinds=KINDS
-            )
-        form = EntryForm({key: request.form.get(key, "") for key in (*FIELDS, "revision")})
-        if editing is not None:
-            form.values["name"] = editing
-        if form.save(self.admin, editing):
-            name = form.text("name")
-            verb = "added" if editing is None else "updated"
-            query = urlencode({"name": name, "notice": f"{verb} {name}"})
-            return redirect("/entry?" + query, code=303)
+            form = EntryForm.blank() if editing is None else EntryForm.to_edit(self.admin, editing)
+            if form is None:
+                raise NotFound(f"No store entry {editing!r} to edit.")
+        else:
+            form = EntryForm.posted(request.form, editing)
+            if form.save(self.admin, editing, who="console"):
+                name = form.text("name")
+                verb = "added" if editing is None else "updated"
+                query = urlencode({"name": name, "notice": f"{verb} {name}"})
+                return redirect("/entry?" + query, code=303)
+        controls = form.controls(editing)
+        status = 400 if form.errors else 200
         return self.render(
-            request, "form.html", status=400, form=form, editing=editing, fields=FIELDS, kinds=KINDS
+            request, "form.html", status, form=form, editing=editing, controls=controls
         )
 
     def on_login(self, request: Request) -> Response:

@@ -4,8 +4,8 @@ resolved schedules from its plan (the catalog, the one build path), history, the
 beats seen from the store. The standalone app and the Django admin both render these.
 
 A plan of a large schedule takes a second or more to build, so ``PlanCache`` keeps it between
-requests while the store's entries, the worker census and the configuration stay as they were;
-next slots are planned from it afresh, from the store's current fences, at every request."""
+requests and takes the store's changes into it as a beat does (only the entries changed are
+built again); next slots are planned from it, from the store's current fences."""
 
 from __future__ import annotations
 
@@ -19,14 +19,15 @@ from typing import TYPE_CHECKING, Any
 from celery_hashbeat.control.admin import ScheduleAdmin
 from celery_hashbeat.control.audit import Change
 from celery_hashbeat.control.polling import ControlState
-from celery_hashbeat.control.views import EntryView, Planned
-from celery_hashbeat.control.words import schedule_text
+from celery_hashbeat.control.views import EntryView, Planned, follow
+from celery_hashbeat.control.words import entry_schedule_text, schedule_text
 from celery_hashbeat.expr.balance import shape_of
 from celery_hashbeat.expr.errors import CronSyntaxError
 from celery_hashbeat.observe.history import Record
 from celery_hashbeat.web.spread import MOST_ENTRIES, Spread, spread
 
 if TYPE_CHECKING:
+    from celery_hashbeat.store import Store
     from celery_hashbeat.store.base import BeatInfo, LeaseInfo
 
 #: Next slots listed per copy of a fanned-out entry.
@@ -72,65 +73,66 @@ class Overview:
 
 
 class PlanCache:
-    """The last plan, kept between requests. The store's controls are polled as a beat polls
-    them (``ControlState``): a change of pauses or floors alone updates the kept plan and plans
-    the entries it names again; a changed definition, a new census, or age (PLAN_AGE_S) builds
-    the plan again. Each entry's view and next slot is kept too, and planned again when its next
-    slot has come (a slot sent moves its entry's fence, and only then)."""
+    """The last plan, kept between requests and followed as a beat follows the store: what
+    operators changed since the last request (definitions, pauses, floors) is taken into the
+    kept catalog in place (``follow``), and the entries it names are planned again; a new
+    census, or age (PLAN_AGE_S), builds the plan again. Each entry's view and next slot is kept
+    too, and planned again when its next slot has come (a slot sent moves its entry's fence,
+    and only then). The plan changes in place: its users hold the console's lock while they
+    read it (one request at a time)."""
 
     def __init__(self) -> None:
         self._controls = ControlState(report_unreadable=False)
-        #: The stored definition texts the kept plan was built from, by name.
-        self._texts: dict[str, str | None] = {}
         self._views: dict[str, EntryView] = {}
-        #: Entries whose views a change of their pause or floor made stale.
+        #: Entries whose views a change made stale.
         self._stale: set[str] = set()
         self._planned: Planned | None = None
-        self._nodes: tuple[str, ...] | None = None
+        #: The store the kept plan follows (another one, as a Django admin given another app
+        #: finds, builds it afresh).
+        self._store: Store | None = None
         self._at = 0.0
         self._lock = threading.Lock()
 
     def planned(self, admin: ScheduleAdmin) -> Planned:
         with self._lock:
-            store = admin.store
-            changes = store.changes(self._controls.version)
-            self._controls.poll(changes)
-            roster = store.roster()
-            nodes = None if roster is None else roster.nodes
-            texts = {name: definition for name, (definition, _) in changes.records.items()}
-            redefined = any(text != self._texts.get(name) for name, text in texts.items())
-            self._texts = texts if changes.full else {**self._texts, **texts}
-            if (
-                self._planned is None
-                or changes.full
-                or redefined
-                or nodes != self._nodes
-                or time.monotonic() - self._at > PLAN_AGE_S
-            ):
-                self._planned = admin.plan()
-                self._nodes, self._at = nodes, time.monotonic()
-                self._views, self._stale = {}, set()
-            elif texts:  # pauses, resumes and their floors: the catalog stays as it is
-                floors, paused = dict(self._controls.floors), dict(self._controls.paused)
-                self._planned = dataclasses.replace(self._planned, floors=floors, paused=paused)
-                self._stale.update(texts)
+            planned = self._planned
+            fresh = time.monotonic() - self._at <= PLAN_AGE_S
+            if planned is not None and admin.store is self._store and fresh:
+                roster = admin.store.roster()
+                known = None if planned.roster is None else planned.roster.nodes
+                if (None if roster is None else roster.nodes) == known:
+                    planned, moved = follow(planned, self._controls, admin.store)
+                    self._planned = dataclasses.replace(planned, roster=roster)
+                    self._stale |= moved
+                    return self._planned
+            self._controls, self._store = ControlState(report_unreadable=False), admin.store
+            self._planned = admin.plan(self._controls)
+            self._at = time.monotonic()
+            self._views, self._stale = {}, set()
             return self._planned
 
     def views(self, admin: ScheduleAdmin, planned: Planned, now_ms: int) -> list[EntryView]:
         """Every entry with its next slot, from ``planned`` (the one ``planned`` returned)."""
         with self._lock:
             if not self._views:
-                fresh = admin.list(recent=0, slots=1, planned=planned)
+                self._views = {
+                    view.name: view for view in admin.list(recent=0, slots=1, planned=planned)
+                }
             else:
                 due = {
                     n for n, v in self._views.items() if v.next_slots and v.next_slots[0] <= now_ms
                 }
                 due |= self._stale
-                fresh = (
-                    admin.list(names=sorted(due), recent=0, slots=1, planned=planned) if due else []
-                )
+                if due:
+                    fresh = admin.list(names=sorted(due), recent=0, slots=1, planned=planned)
+                    listed = {view.name: view for view in fresh}
+                    for name in due - listed.keys():  # removed
+                        self._views.pop(name, None)
+                    added = listed.keys() - self._views.keys()
+                    self._views.update(listed)
+                    if added:  # in order of name, as the list is
+                        self._views = dict(sorted(self._views.items()))
             self._stale = set()
-            self._views.update((view.name, view) for view in fresh)
             return list(self._views.values())
 
 
@@ -264,13 +266,13 @@ class Console:
         return Row(
             name=view.name,
             source=view.source,
-            written=schedule_text(view.definition.get("schedule")),
+            written=entry_schedule_text(view.definition),
             resolved="",  # drawn by with_outcomes, for the rows a page shows
             next_slots=view.next_slots,
             state=_state(view),
             reason=pause.reason if pause is not None else "",
             paused_at=pause.at if pause is not None else None,
-            who=str(getattr(pause, "who", "") or ""),
+            who=pause.who if pause is not None else "",
             copies=[
                 Row(copy, view.source, "", "", [], "paused" if pause else "", parent=view.name)
                 for copy in copies

@@ -5,16 +5,19 @@ module only reads the text (JSON lists, numbers, which schedule) and names the f
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from celery_hashbeat._logs import WEB
 from celery_hashbeat.control.admin import (
     AdminError,
     ConflictError,
     ScheduleAdmin,
     UnknownEntryError,
 )
-from celery_hashbeat.control.definitions import DefinitionError, schedule_object
+from celery_hashbeat.control.fields import FieldError, read_changes
+from celery_hashbeat.expr.calendar import ON_EXCLUDED
 
 #: The form's fields, in order, with their labels.
 FIELDS = {
@@ -23,6 +26,9 @@ FIELDS = {
     "kind": "Schedule kind",
     "schedule": "Schedule",
     "tz": "Time zone",
+    "at": "One-shot at",
+    "exclude": "Days not to fire on (one a line)",
+    "on_excluded": "On a day not to fire on",
     "args": "Arguments (JSON list)",
     "kwargs": "Keyword arguments (JSON object)",
     "queue": "Queue",
@@ -30,15 +36,37 @@ FIELDS = {
     "catch_up": "Catch-up",
 }
 
+#: Examples shown under a field.
+HELP = {
+    "at": "In place of a schedule: an instant in ISO 8601 with its time zone, such as "
+    "2026-12-01T09:00:00+01:00; it fires once, then.",
+    "exclude": "Dates (2026-12-25), ranges (2026-12-24..2026-12-31), yearly dates (*-12-25), "
+    "weekdays (sat,sun), holidays:US, ical:/path/to/file.ics.",
+}
+
+#: The schedule kinds, and the field of control/fields.py each one's text is.
 KINDS = {
     "hashcron": "hash-cron expression",
     "hashinterval": "hashed interval (seconds)",
     "every": "plain interval (seconds)",
 }
+KIND_FIELDS = {"hashcron": "cron", "hashinterval": "interval", "every": "every"}
+
+#: What ``on_excluded`` takes, as the form offers it ("": the default, skip).
+ON_EXCLUDED_CHOICES = {
+    "": "skip the slot (default)",
+    **{mode: mode.replace("_", " ") for mode in ON_EXCLUDED if mode != "skip"},
+}
+
+#: Optional fields an edit removes when left empty.
+CLEARABLE = ("overlap", "catch_up", "exclude", "on_excluded")
 
 #: Words in a refusal that say which field it is about, checked in this order.
 HINTS = (
+    ("on_excluded", ("on_excluded",)),
+    ("exclude", ("exclude",)),
     ("schedule", ("'schedule'", "hashcron", "hashinterval", "expression", "cron", "\n")),
+    ("at", ("one-shot", "at(")),
     ("tz", ("time zone", "'tz'")),
     ("task", ("task",)),
     ("kwargs", ("'kwargs'",)),
@@ -48,6 +76,26 @@ HINTS = (
     ("catch_up", ("catch_up", "catch-up")),
     ("name", ("name", "in the store already", "beat_schedule")),
 )
+
+
+@dataclass(frozen=True)
+class Control:
+    """One field of the form as a page draws it: a ``text`` input, a ``select`` of ``choices``
+    or a ``textarea``, with what it holds, its help and its error (tied to it by id)."""
+
+    key: str
+    label: str
+    widget: str
+    value: str
+    help: str = ""
+    error: str = ""
+    choices: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def described_by(self) -> str:
+        """The ids of the help and the error, for ``aria-describedby``."""
+        ids = [f"{self.key}-help"] if self.help else []
+        return " ".join([*ids, f"{self.key}-error"] if self.error else ids)
 
 
 class FieldRefusedError(AdminError):
@@ -73,15 +121,19 @@ class EntryForm:
     def of(cls, name: str, definition: dict[str, Any], revision: int | None) -> EntryForm:
         """A stored definition as the form shows it, for an edit."""
         data = definition.get("schedule") or {}
-        kind = next((k for k in KINDS if isinstance(data, dict) and k in data), "hashcron")
+        data = data if isinstance(data, dict) else {}
+        kind = next((k for k in KINDS if k in data), "hashcron")
         options = definition.get("options") or {}
         return cls(
             {
                 "name": name,
                 "task": str(definition.get("task") or ""),
                 "kind": kind,
-                "schedule": str(data.get(kind, "")) if isinstance(data, dict) else "",
-                "tz": str(data.get("tz") or "") if isinstance(data, dict) else "",
+                "schedule": str(data.get(kind, "")),
+                "tz": str(data.get("tz") or ""),
+                "at": str(data.get("at") or ""),
+                "exclude": "\n".join(str(item) for item in definition.get("exclude") or ()),
+                "on_excluded": str(definition.get("on_excluded") or ""),
                 "args": json.dumps(definition.get("args") or []),
                 "kwargs": json.dumps(definition.get("kwargs") or {}),
                 "queue": str(options.get("queue") or ""),
@@ -91,86 +143,111 @@ class EntryForm:
             }
         )
 
+    @classmethod
+    def to_edit(cls, admin: ScheduleAdmin, name: str) -> EntryForm | None:
+        """The form for editing store entry ``name``; None when there is no such entry."""
+        try:
+            view = admin.get(name)
+        except AdminError:
+            return None
+        return cls.of(name, view.definition, view.revision) if view.source == "store" else None
+
+    @classmethod
+    def posted(cls, values: Mapping[str, str], editing: str | None) -> EntryForm:
+        """The form as a browser sent it (an edit's name is the entry's, whatever was sent)."""
+        form = cls({key: values.get(key, "") for key in (*FIELDS, "revision")})
+        if editing is not None:
+            form.values["name"] = editing
+        return form
+
     def text(self, key: str) -> str:
         return self.values.get(key, "").strip()
 
-    def definition(self) -> dict[str, Any]:
-        """The fields as ScheduleAdmin's keyword arguments (name apart); FieldRefusedError if one
-        cannot be read."""
-        name = self.text("name")
+    def controls(self, editing: str | None) -> list[Control]:
+        """The fields as a page draws them (an edit keeps its name: no field for it)."""
+        choices = {"kind": tuple(KINDS.items()), "on_excluded": tuple(ON_EXCLUDED_CHOICES.items())}
+        return [
+            Control(
+                key,
+                label,
+                "select" if key in choices else "textarea" if key == "exclude" else "text",
+                self.values.get(key, ""),
+                HELP.get(key, ""),
+                self.errors.get(key, ""),
+                choices.get(key, ()),
+            )
+            for key, label in FIELDS.items()
+            if not (editing and key == "name")
+        ]
+
+    def given(self) -> dict[str, Any]:
+        """The fields as ``read_changes`` takes them, as ``hashbeat add`` gives its options
+        (an empty field: not given)."""
         kind = self.text("kind")
         if kind not in KINDS:
             raise FieldRefusedError("kind", f"choose one of {', '.join(KINDS)}")
-        written = self.text("schedule")
-        if not written:
-            raise FieldRefusedError("schedule", "give the entry's schedule")
-        data: dict[str, Any] = {kind: written}
-        if kind == "hashcron":
-            if self.text("tz"):
-                data["tz"] = self.text("tz")
-        else:
-            try:
-                data[kind] = float(written)
-            except ValueError:
-                why = f"{written!r} is not a number of seconds"
-                raise FieldRefusedError("schedule", why) from None
-        try:
-            schedule = schedule_object(name or "new", data)
-        except DefinitionError as exc:
-            raise FieldRefusedError("schedule", str(exc)) from None
-        result: dict[str, Any] = {
-            "task": self.text("task"),
-            "schedule": schedule,
-            "args": _json(self.text("args") or "[]", list, "args"),
-            "kwargs": _json(self.text("kwargs") or "{}", dict, "kwargs"),
-            "options": {"queue": self.text("queue")} if self.text("queue") else {},
-            "overlap": self.text("overlap") or None,
-            "catch_up": self.text("catch_up") or None,
-        }
-        if not result["task"]:
+        keys = ("task", "at", "on_excluded", "args", "kwargs", "queue", "overlap", "catch_up")
+        given: dict[str, Any] = {key: self.text(key) or None for key in keys}
+        given["tz"] = (self.text("tz") or None) if kind == "hashcron" else None
+        given[KIND_FIELDS[kind]] = self.text("schedule") or None
+        lines = self.values.get("exclude", "").splitlines()
+        given["exclude"] = [line.strip() for line in lines if line.strip()]
+        if not given["task"]:
             raise FieldRefusedError("task", "give the task to send (its registered name)")
-        return result
+        if given[KIND_FIELDS[kind]] is None and given["at"] is None:
+            raise FieldRefusedError(
+                "schedule", "give the entry's schedule (or a one-shot instant in One-shot at)"
+            )
+        return given
 
-    def save(self, admin: ScheduleAdmin, editing: str | None) -> bool:
-        """Add the entry (or update ``editing``) through ScheduleAdmin; False, with the errors
-        beside their fields, when it was refused."""
+    def save(self, admin: ScheduleAdmin, editing: str | None, who: str) -> bool:
+        """Add the entry (or update ``editing``) through ScheduleAdmin, recorded in the audit
+        trail as made for ``who``; False, with the errors beside their fields, when it was
+        refused."""
+        name = editing or self.text("name")
+        admin = admin.on_behalf_of(who)
         try:
-            definition = self.definition()
+            given = self.given()
             if editing is None:
-                task, schedule = definition.pop("task"), definition.pop("schedule")
-                extra = {k: v for k, v in definition.items() if v is not None}
-                admin.add(self.text("name"), task, schedule, **extra)
+                changes = read_changes(name, given)
+                task, schedule = changes.pop("task"), changes.pop("schedule")
+                admin.add(name, task, schedule, **changes)
             else:
+                current = admin.get(editing).definition
+                # The form shows the whole schedule: what it leaves out goes (a time zone too).
+                changes = read_changes(name, given, {**current, "schedule": None})
+                for key in CLEARABLE:
+                    if not given[key] and current.get(key) is not None:
+                        changes[key] = None
+                options = dict(current.get("options") or {})
+                if not given["queue"] and options.pop("queue", None) is not None:
+                    changes["options"] = options
                 # The revision read with the form: a change made meanwhile is not overwritten.
                 revision = self.text("revision")
                 admin.update(
-                    editing, revision=int(revision) if revision.isdigit() else None, **definition
+                    editing, revision=int(revision) if revision.isdigit() else None, **changes
                 )
         except FieldRefusedError as exc:
             self.errors[exc.field] = str(exc)
+            return False
+        except FieldError as exc:
+            self.errors[form_field(exc.fields[0])] = exc.what
             return False
         except (ConflictError, UnknownEntryError) as exc:
             self.errors[""] = str(exc)
             return False
         except AdminError as exc:
-            name = editing or self.text("name")
             self.errors[field_of(str(exc).replace(f"entry {name!r}", "entry"))] = str(exc)
             return False
+        WEB.info("console: %s %s %s", who, "added" if editing is None else "updated", name)
         return True
 
 
-def _json(text: str, kind: type, key: str) -> Any:
-    example = '[42, "eu"]' if kind is list else '{"full": true}'
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise FieldRefusedError(
-            key, f"not JSON ({exc}); give a JSON {kind.__name__}: {example}"
-        ) from None
-    if not isinstance(value, kind):
-        what = "list" if kind is list else "object"
-        raise FieldRefusedError(key, f"give a JSON {what}: {example}")
-    return value
+def form_field(key: str) -> str:
+    """The form's field for a field of control/fields.py ("" for the form as a whole)."""
+    if key in KIND_FIELDS.values():
+        return "schedule"
+    return key if key in FIELDS else ""
 
 
 def field_of(message: str) -> str:

@@ -51,18 +51,20 @@ def test_no_password_is_printed_and_an_unknown_entry_exits_3(run: Run) -> None:
             ["show", "nope"],
             ["remove", "nope"],
             ["update", "nope", "--every", "9"],
+            ["backfill", "nope", "--from", "2026-01-01T00:00Z", "--to", "2026-01-02T00:00Z"],
         ):
             done = hashbeat(run, *args, url=server.url)
             assert done.returncode == Exit.SETUP, (args, done.stderr)
             assert SECRET not in done.stdout + done.stderr, args
-            if args[0] in ("pause", "resume", "trigger", "show"):  # these name the store
+            if args[0] in ("pause", "resume", "trigger", "show", "backfill"):  # these name it
                 assert "redis://:***@127.0.0.1" in done.stderr, args
             assert "Traceback" not in done.stderr
 
 
 def test_an_unreachable_store_prints_no_password_and_exits_4(run: Run) -> None:
     url = f"redis://:{SECRET}@127.0.0.1:{free_port()}/0"
-    for args in (["pause", "nope"], ["trigger", "nope"], ["show", "nope"], ["entries"]):
+    backfill = ["backfill", "nope", "--from", "2026-01-01T00:00Z", "--to", "2026-01-02T00:00Z"]
+    for args in (["pause", "nope"], ["trigger", "nope"], ["show", "nope"], ["entries"], backfill):
         done = hashbeat(run, *args, url=url)
         assert done.returncode == Exit.STORE, (args, done.stderr)
         assert SECRET not in done.stdout + done.stderr, args

@@ -4,6 +4,7 @@ what they change is read back through ScheduleAdmin."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from celery import Celery
@@ -86,3 +87,47 @@ def test_a_user_with_the_change_permission_pauses_and_the_store_has_the_reason(
     assert (change.action, change.who.user, change.reason) == ("pause", "django:operator2", "audit")
     page = client.get("/admin/hashbeat/entry/entry/?name=stored-report").content.decode()
     assert "django:operator2 (" in page[page.index("Audit trail") :]
+    assert "by django:operator2 (" in page[: page.index("Audit trail")]  # who paused it
+
+
+NEW = "/admin/hashbeat/entry/new/"
+
+
+def test_a_user_with_the_change_permission_adds_and_edits_entries_through_the_form(
+    hashbeat_app: Celery, admin: ScheduleAdmin
+) -> None:
+    client = client_for(make_user("editor", "view_entry", "change_entry"))
+    assert "Days not to fire on" in client.get(NEW).content.decode()
+    form = {"name": "django-report", "task": "shop.report", "kind": "hashcron"}
+    refused = client.post(NEW, {**form, "schedule": "H 5 * * *", "exclude": "funday"})
+    assert refused.status_code == 400
+    text = refused.content.decode()
+    assert re.search(r'id="exclude-error"[^>]*>[^<]*funday', text), "no error beside exclude"
+    assert ">funday</textarea>" in text  # what was typed is kept
+    assert "django-report" not in [view.name for view in admin.list()]
+
+    added = client.post(NEW, {**form, "schedule": "H 5 * * *", "exclude": "sat,sun"})
+    assert added.status_code == 302
+    assert admin.get("django-report").definition["exclude"] == ["sat,sun"]
+    page = client.get("/admin/hashbeat/entry/entry/?name=django-report").content.decode()
+    assert "H 5 * * *, excluding sat,sun" in page
+    assert "&quot;shop.report&quot;" in page  # the definition's other fields
+    change = admin.audit("django-report")[0]
+    assert (change.action, change.who.user) == ("add", "django:editor")
+
+    edit = "/admin/hashbeat/entry/edit/?name=django-report"
+    assert 'value="H 5 * * *"' in client.get(edit).content.decode()
+    assert client.post(edit, {**form, "schedule": "H 6 * * *"}).status_code == 302
+    stored = admin.get("django-report").definition
+    assert stored["schedule"] == {"hashcron": "H 6 * * *"}
+    assert "exclude" not in stored  # emptied in the form
+
+
+def test_a_user_who_may_only_view_cannot_add_an_entry(
+    hashbeat_app: Celery, admin: ScheduleAdmin
+) -> None:
+    client = client_for(make_user("reader", "view_entry"))
+    assert client.get(NEW).status_code == 403
+    form = {"name": "sneaky", "task": "shop.report", "kind": "hashcron", "schedule": "H * * * *"}
+    assert client.post(NEW, form).status_code == 403
+    assert "sneaky" not in [view.name for view in admin.list()]

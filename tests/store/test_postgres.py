@@ -318,17 +318,18 @@ def test_a_worker_taking_a_run_lease_waits_for_a_claim_under_way(postgres_url: s
     store.close()
 
 
-def test_tables_of_schema_1_gain_the_operators_records_in_place(
+def test_tables_of_schema_1_gain_the_operators_records_and_sent_slots_in_place(
     postgres_server: PostgresServer, postgres_url: str
 ) -> None:
-    """Schema 1 (the first PostgreSQL release) had no audit trail nor running schedules: a
-    release with them adds both tables, keeps what was stored and says schema 2."""
+    """Schema 1 (the first PostgreSQL release) had no audit trail, running schedules nor record
+    of sent slots: a release with them adds the tables, keeps what was stored and says its
+    schema."""
     store = open_store(postgres_url, "old")
     store.ping()
     store.edit("kept", {"definition": '{"task": "t"}'})
     store.close()
     database = database_of(postgres_url)
-    postgres_server.admin('DROP TABLE "old_audit", "old_schedules"', database=database)
+    postgres_server.admin('DROP TABLE "old_audit", "old_schedules", "old_sent"', database=database)
     postgres_server.admin(
         """UPDATE "old_meta" SET value = 1 WHERE name = 'schema'""", database=database
     )
@@ -339,9 +340,12 @@ def test_tables_of_schema_1_gain_the_operators_records_in_place(
         assert [text for _, text in again.audit_trail()] == ['{"action": "add"}']
         assert again.schedules() == {"abcd": "{}"}
         assert again.controls_of("kept")[0] == '{"task": "t"}'
+        assert again.acquire("a", 60_000)
+        assert again.claim("a", {"x": (5, "fp")}) == {"x"}
+        assert again.recorded("x", [5]).sent == {5}
     finally:
         again.close()
     versions = postgres_server.query(
         database, """SELECT value FROM "old_meta" WHERE name = 'schema'"""
     )
-    assert versions == [(SCHEMA_VERSION,)] and SCHEMA_VERSION == 2
+    assert versions == [(SCHEMA_VERSION,)] and SCHEMA_VERSION == 3

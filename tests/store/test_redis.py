@@ -38,11 +38,12 @@ def test_every_key_shares_the_prefix_hash_tag(redis_url: str, key_prefix: str) -
     client = redis.Redis.from_url(redis_url, decode_responses=True)
     try:
         keys = set(client.scan_iter(match=f"*{key_prefix}*", count=1000))
-        names = ("leader", "fired", "runs", "beats")
+        names = ("leader", "fired", "runs", "beats", "sent", "sent-since")
         assert keys == {f"{{{key_prefix}}}:{name}" for name in names}
         assert len({key_slot(key.encode()) for key in keys}) == 1
         assert client.hgetall(f"{{{key_prefix}}}:fired") == {"x": "1|a||fp"}
         assert client.hgetall(f"{{{key_prefix}}}:runs") == {"x": "1"}
+        assert client.zrange(f"{{{key_prefix}}}:sent", 0, -1, withscores=True) == [("1|x", 1.0)]
     finally:
         client.close()
 

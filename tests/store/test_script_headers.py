@@ -53,9 +53,9 @@ def sections(header: list[str]) -> dict[str, list[str]]:
     return found
 
 
-def test_the_module_holds_scripts_and_two_helpers() -> None:
+def test_the_module_holds_scripts_and_three_helpers() -> None:
     helpers = sorted(set(HEADERS) - set(SCRIPTS))
-    assert helpers == ["PARSE_FENCE", "RECORD_HISTORY"]
+    assert helpers == ["PARSE_FENCE", "RECORD_HISTORY", "SENT_HORIZON"]
     assert SCRIPTS
     for name in helpers:
         assert HEADERS[name][0].startswith("Helper"), name

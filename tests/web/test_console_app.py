@@ -11,12 +11,14 @@ import sys
 import urllib.request
 
 import pytest
+from celery import Celery
 from werkzeug.test import Client, TestResponse
 
 from celery_hashbeat.control.admin import ScheduleAdmin
 from celery_hashbeat.expr.cronexpr import parse
 from celery_hashbeat.schedules import hashcron
 from celery_hashbeat.web.app import ConsoleApp
+from celery_hashbeat.web.console import PlanCache
 from tests.support.beat_fixtures import Clock
 from tests.web.conftest import TOKEN
 
@@ -107,6 +109,12 @@ def test_a_signed_in_pause_reaches_the_store_with_its_reason(
     page = client.get("/entry?name=nightly").get_data(as_text=True)
     audit = page[page.index('id="audit-heading"') :]
     assert "supplier outage" in audit and "console (" in audit
+    row = re.search(
+        r'name=nightly">nightly</a></th>(.*?)</tr>', client.get("/").get_data(as_text=True), re.S
+    )
+    assert row, "no row for nightly"
+    assert "supplier outage" in row.group(1)
+    assert "by console (" in row.group(1), "the entries page does not say who paused it"
 
 
 def test_a_bad_expression_is_shown_beside_the_schedule_field_and_nothing_is_stored(
@@ -175,6 +183,29 @@ def test_an_edit_made_from_a_stale_form_is_refused_and_the_other_change_is_kept(
     assert admin.get("stored-report").definition["schedule"] == {"hashcron": "H/30 * * * *"}
 
 
+def test_an_edit_keeps_what_the_form_does_not_show_and_drops_what_it_empties(
+    console: ConsoleApp, admin: ScheduleAdmin
+) -> None:
+    admin.update(
+        "stored-report",
+        options={"queue": "reports", "expires": 60},
+        exclude=["sat,sun"],
+        on_excluded="next_business_day",
+    )
+    client, token = signed_in(console)
+    form = {"csrf": token, "task": "shop.report", "kind": "hashcron", "schedule": "H 3 * * *"}
+    answer = client.post("/edit?name=stored-report", data={**form, "on_excluded": ""})
+    assert answer.status_code == 303, answer.get_data(as_text=True)
+    stored = admin.get("stored-report").definition
+    assert stored["schedule"] == {"hashcron": "H 3 * * *"}
+    assert stored["options"] == {"expires": 60}  # the queue emptied, expires kept
+    assert "exclude" not in stored
+    assert "on_excluded" not in stored
+    assert admin.audit("stored-report")[0].who.user == "console"
+    assert client.get("/edit?name=no-such-entry").status_code == 404
+    assert client.get("/edit?name=nightly").status_code == 404  # beat_schedule's: not here
+
+
 def test_hashbeat_web_serves_the_entries_page_over_http() -> None:
     env = {**os.environ, "HASHBEAT_WEB_TOKEN": "t0ken", "PYTHONUNBUFFERED": "1"}
     command = [sys.executable, "-m", "celery_hashbeat", "web", "-A", "tests.web.webapp"]
@@ -229,17 +260,49 @@ def test_the_kept_plan_follows_the_clock_and_changes_made_elsewhere(
     assert f"<code>{parse('H H * * *', key='stored-report')}</code>" in page
 
 
-def test_a_pause_keeps_the_plan_and_a_changed_definition_builds_it_again(
+def test_changes_made_elsewhere_are_taken_into_the_kept_plan_without_building_it_again(
     console: ConsoleApp, admin: ScheduleAdmin, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     built = []
     plan = console.admin.plan
-    monkeypatch.setattr(console.admin, "plan", lambda: built.append(1) or plan())
+    monkeypatch.setattr(console.admin, "plan", lambda *given: built.append(1) or plan(*given))
     client = Client(console)
     client.get("/")
     admin.pause("nightly", "kept")
     assert "paused: kept" in client.get("/").get_data(as_text=True)
-    assert len(built) == 1
     admin.update("stored-report", schedule=hashcron("H H * * *"))
-    client.get("/")
-    assert len(built) == 2
+    page = client.get("/").get_data(as_text=True)
+    assert f"<code>{parse('H H * * *', key='stored-report')}</code>" in page
+    admin.add("a-first-report", "shop.report", hashcron("H * * * *"))
+    page = client.get("/").get_data(as_text=True)
+    names = re.findall(r'href="/entry\?name=([\w-]+)"', page)
+    assert names.index("a-first-report") < names.index("nightly"), "rows not in order of name"
+    assert next_slot_of(page, "a-first-report")
+    admin.remove("stored-report")
+    assert "stored-report" not in client.get("/").get_data(as_text=True)
+    assert len(built) == 1, "the kept plan was built again for a change"
+
+
+def test_the_kept_plan_followed_through_changes_plans_as_a_fresh_one(
+    shop: Celery, admin: ScheduleAdmin
+) -> None:
+    """Balanced entries share a shape's values: one added can move another's (b-6 moves b-3
+    here), which the kept plan must plan again although no change names it."""
+    shop.conf.hashbeat_balance = True
+    kept, reading = PlanCache(), ScheduleAdmin(shop)
+    for index in range(5):
+        admin.add(f"b-{index}", "shop.report", hashcron("H(0-3) * * * *"))
+    admin.add("other", "shop.report", hashcron("H * * * *"))
+    kept.views(reading, kept.planned(reading), int(reading.clock() * 1000))
+    before = {view.name: view.next_slots for view in reading.list(recent=0, slots=1)}
+    admin.add("b-6", "shop.report", hashcron("H(0-3) * * * *"))
+    admin.remove("stored-report")
+    admin.update("other", schedule=hashcron("H H * * *"))
+    admin.pause("b-0", "held")
+    planned = kept.planned(reading)
+    now = int(reading.clock() * 1000)
+    followed = {view.name: view.next_slots for view in kept.views(reading, planned, now)}
+    fresh = {view.name: view.next_slots for view in reading.list(recent=0, slots=1)}
+    assert followed == fresh
+    assert before["b-3"] != fresh["b-3"], "no entry was moved by another's arrival"
+    reading.close()

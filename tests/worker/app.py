@@ -123,7 +123,24 @@ def promises_schedule() -> dict[str, dict[str, Any]]:
     }
 
 
+def backfill_schedule() -> dict[str, dict[str, Any]]:
+    """Every 2 s: a quick run any number of which may overlap, and a 1.5 s run that waits for
+    the one before (tests/worker/test_backfill_sends_each_slot_once.py pauses each a while and
+    backfills what the pause held back)."""
+    return {
+        "steady": {"task": "workers.run", "schedule": hashcron(EVERY_2S)},
+        "serial": {
+            "task": "workers.run",
+            "schedule": hashcron(EVERY_2S),
+            "overlap": "buffer_one",
+            "catch_up": "latest",
+            "kwargs": {"seconds": 1.5},
+        },
+    }
+
+
 SCHEDULES = {
+    "backfill": backfill_schedule,
     "promises": promises_schedule,
     "revoke": revoke_schedule,
     "overlap": overlap_schedule,

@@ -4,6 +4,7 @@ CSRF checks. Who acted is the Django user (logged with the action)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 from urllib.parse import urlencode
 
@@ -18,7 +19,9 @@ from celery_hashbeat.contrib.django.console import LOCK, PLANS, row_words, sched
 from celery_hashbeat.contrib.django.models import Entry
 from celery_hashbeat.control.admin import AdminError
 from celery_hashbeat.web.actions import ACTIONS, act
+from celery_hashbeat.web.app import stamp
 from celery_hashbeat.web.console import STATES, Console
+from celery_hashbeat.web.forms import EntryForm
 from celery_hashbeat.web.spread import svg
 
 #: Rows on one page of the list.
@@ -41,6 +44,8 @@ class EntryAdmin(admin.ModelAdmin):  # type: ignore[misc]  # Django has no stubs
             path("", wrap(self.changelist_view), name="hashbeat_entry_changelist"),
             path("entry/", wrap(self.entry_view), name="hashbeat_entry_detail"),
             path("act/", wrap(require_POST(self.act_view)), name="hashbeat_entry_act"),
+            path("new/", wrap(self.new_view), name="hashbeat_entry_new"),
+            path("edit/", wrap(self.edit_view), name="hashbeat_entry_edit"),
         ]
 
     def _context(self, request: HttpRequest, title: str) -> dict[str, Any]:
@@ -95,8 +100,13 @@ class EntryAdmin(admin.ModelAdmin):  # type: ignore[misc]  # Django has no stubs
             **self._context(request, f"Hashbeat entry {name}"),
             "entry": row_words(row, console.now_ms),
             "view": view,
-            "history": history,
-            "audit": audit,
+            "fields": [
+                (key, json.dumps(value))
+                for key, value in sorted(view.definition.items())
+                if key != "schedule"
+            ],
+            "history": [{"when": stamp(record.at), "record": record} for record in history],
+            "audit": [{"when": stamp(change.at_ms), "change": change} for change in audit],
             "spread": svg(picture, name),
             "picture": picture,
         }
@@ -108,15 +118,62 @@ class EntryAdmin(admin.ModelAdmin):  # type: ignore[misc]  # Django has no stubs
         needs = ACTIONS.get(action)
         if needs is None or not request.user.has_perm(f"hashbeat.{needs}_entry"):
             raise PermissionDenied(f"{action}: you lack the permission hashbeat.{needs}_entry")
-        who = f"django:{request.user.get_username()}"
         try:
             with LOCK:
-                done = act(schedule_admin(), action, name, request.POST.dict(), who)
+                done = act(schedule_admin(), action, name, request.POST.dict(), who_of(request))
         except AdminError as exc:
             messages.error(request, f"{action}: {exc}")
         else:
             messages.success(request, done)
         if action == "remove":
             return HttpResponseRedirect(reverse("admin:hashbeat_entry_changelist"))
-        target = reverse("admin:hashbeat_entry_detail")
-        return HttpResponseRedirect(f"{target}?{urlencode({'name': name})}")
+        return to_entry(name)
+
+    def new_view(self, request: HttpRequest) -> HttpResponse:
+        return self._form(request, None)
+
+    def edit_view(self, request: HttpRequest) -> HttpResponse:
+        return self._form(request, request.GET.get("name", ""))
+
+    def _form(self, request: HttpRequest, editing: str | None) -> HttpResponse:
+        """Add or edit a store entry with the console's form (web/forms.py): the change
+        permission, and a refusal beside its field."""
+        if not self.has_change_permission(request):
+            raise PermissionDenied
+        status = 200
+        form: EntryForm | None
+        if request.method == "POST":
+            form = EntryForm.posted(request.POST.dict(), editing)
+            with LOCK:
+                saved = form.save(schedule_admin(), editing, who_of(request))
+            if saved:
+                name = form.text("name")
+                messages.success(request, f"{'added' if editing is None else 'updated'} {name}")
+                return to_entry(name)
+            status = 400
+        elif editing is None:
+            form = EntryForm.blank()
+        else:
+            with LOCK:
+                form = EntryForm.to_edit(schedule_admin(), editing)
+        if form is None:
+            raise Http404(f"No store entry {editing!r} to edit.")
+        title = "Add a hashbeat entry" if editing is None else f"Edit hashbeat entry {editing}"
+        context = {
+            **self._context(request, title),
+            "form": form,
+            "controls": form.controls(editing),
+            "editing": editing,
+        }
+        return TemplateResponse(request, "hashbeat/form.html", context, status=status)
+
+
+def who_of(request: HttpRequest) -> str:
+    """Who acts, for the audit trail and the log: the Django user."""
+    return f"django:{request.user.get_username()}"
+
+
+def to_entry(name: str) -> HttpResponse:
+    """A redirect to entry ``name``'s page."""
+    target = reverse("admin:hashbeat_entry_detail")
+    return HttpResponseRedirect(f"{target}?{urlencode({'name': name})}")

@@ -17,8 +17,9 @@ else in the message: the stencil is not made otherwise). A test compares such me
 from __future__ import annotations
 
 import json
-import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
 from celery import signals
@@ -27,7 +28,12 @@ from kombu.entity import Exchange, maybe_delivery_mode
 from kombu.serialization import dumps
 
 from celery_hashbeat.publish.batch import MayHaveGone
-from celery_hashbeat.publish.message import COMPRESSION_HEADER, SLOT_HEADER, TASK_ID_HEADER
+from celery_hashbeat.publish.message import (
+    COMPRESSION_HEADER,
+    SLOT_HEADER,
+    TASK_ID_HEADER,
+    random_uuid,
+)
 from celery_hashbeat.publish.plans import Built, Plan
 from celery_hashbeat.publish.transports.stencil import signal_for
 
@@ -58,15 +64,21 @@ class _Collector:
         self.commands.append((name, args))
 
 
+#: A string argument of a stencil's command that held some of the three strings: its position,
+#: a ``%`` template with a ``%s`` where each stood, and what picks them, in order, out of (task
+#: id, slot, delivery tag).
+Hole = tuple[int, str, Callable[[tuple[str, str, str]], Any]]
+
+
 @dataclass(frozen=True, slots=True)
 class Stencil:
-    """A slot's Redis commands, from which another slot's are made by replacing three strings."""
+    """A slot's Redis commands, from which another slot's are made by putting three strings in
+    the holes they left: the task id, the slot and kombu's delivery tag."""
 
     reply_to: str  # the publishing thread's, as Celery sets it: a stencil is per thread
     task_id: str
-    slot: str  # the JSON text of the hashbeat_slot header
-    tag: str  # the JSON text of kombu's delivery tag
-    commands: tuple[Command, ...]
+    #: Each command's name, its arguments and its holes.
+    commands: tuple[tuple[str, tuple[Any, ...], tuple[Hole, ...]], ...]
     #: The message's headers and body, for after_task_publish; kept only while it has
     #: receivers, since they take as much memory as the message itself.
     signal: tuple[dict[str, Any], Any] | None
@@ -89,21 +101,31 @@ class Stencil:
             return None  # the slot's text occurs in the message elsewhere: no stencil
         if any(slot in text or tag in text for text in texts if text not in messages):
             return None
-        return cls(reply_to, task_id, slot, tag, tuple(commands), signal)
+
+        def holes(args: tuple[Any, ...]) -> tuple[Hole, ...]:
+            made = []
+            for position, arg in enumerate(args):
+                if isinstance(arg, str) and task_id in arg:
+                    made.append((position, *_template(arg, (task_id, slot, tag))))
+            return tuple(made)
+
+        stencil = tuple((name, args, holes(args)) for name, args in commands)
+        return cls(reply_to, task_id, stencil, signal)
 
     def commands_for(self, task_id: str, when: str) -> list[Command]:
         # The three are plain ASCII (a uuid5, an ISO 8601 instant, a uuid4): quoted, they are
         # their JSON text, as json.dumps would write it.
-        slot, tag = f'"{when}"', f'"{uuid.uuid4()}"'
-        return [
-            (name, tuple(self._fill(arg, task_id, slot, tag) for arg in args))
-            for name, args in self.commands
-        ]
-
-    def _fill(self, arg: Any, task_id: str, slot: str, tag: str) -> Any:
-        if arg.__class__ is not str:
-            return arg
-        return arg.replace(self.task_id, task_id).replace(self.slot, slot).replace(self.tag, tag)
+        values = (task_id, f'"{when}"', f'"{random_uuid()}"')
+        made: list[Command] = []
+        for name, args, holes in self.commands:
+            if not holes:
+                made.append((name, args))
+                continue
+            filled = list(args)
+            for position, template, pick in holes:
+                filled[position] = template % pick(values)
+            made.append((name, tuple(filled)))
+        return made
 
     def signal_for(self, task_id: str, when: str) -> tuple[dict[str, Any], Any]:
         """The headers and body of the message ``commands_for`` makes, for
@@ -202,6 +224,30 @@ class RedisPipeline:
 
     def discard(self) -> None:
         self._messages.clear()
+
+
+def _template(text: str, strings: tuple[str, ...]) -> tuple[str, Callable[..., Any]]:
+    """``text`` as a ``%`` template with a ``%s`` where each of ``strings`` stood, and what
+    picks, out of a tuple of values for ``strings``, the ones its holes take, in order. The
+    strings are plain ASCII without a "%" that do not overlap."""
+    found = sorted(
+        (start, kind) for kind, string in enumerate(strings) for start in _starts(text, string)
+    )
+    parts, end = [], 0
+    for start, kind in found:
+        parts.append(text[end:start].replace("%", "%%"))
+        end = start + len(strings[kind])
+    parts.append(text[end:].replace("%", "%%"))
+    return "%s".join(parts), itemgetter(*(kind for _, kind in found))
+
+
+def _starts(text: str, string: str) -> list[int]:
+    """Where ``string`` starts in ``text``, each time."""
+    starts, at = [], text.find(string)
+    while at >= 0:
+        starts.append(at)
+        at = text.find(string, at + len(string))
+    return starts
 
 
 def _grouped(messages: list[list[Command]]) -> list[tuple[str, list[Any], list[int]]]:

@@ -16,7 +16,7 @@ from typing import Any
 
 from celery_hashbeat.store.base import StoreConfigError, StoreError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 #: The table kinds; their names are ``<prefix>_<kind>``.
 KINDS = (
@@ -34,6 +34,7 @@ KINDS = (
     "handed",
     "audit",
     "schedules",
+    "sent",
 )
 #: The longest name suffix made from a prefix (an index name), so the prefix must leave room
 #: under PostgreSQL's 63-byte identifiers.
@@ -121,6 +122,11 @@ def statements(t: Tables) -> list[str]:
         " record text NOT NULL)",
         f"CREATE TABLE IF NOT EXISTS {t.schedules} (digest text PRIMARY KEY,"
         " at_ms bigint NOT NULL, definitions text NOT NULL)",
+        # The record of sent slots (store/sent.py): each (entry, slot) claimed, keyed slot
+        # first so that a tick's new slots land together at the end and the trim by age is a
+        # range; when recording began is the meta row 'sent_since' (store/postgres/sent.py).
+        f"CREATE TABLE IF NOT EXISTS {t.sent} (slot bigint NOT NULL, entry text NOT NULL,"
+        " PRIMARY KEY (slot, entry))",
     ]
 
 
@@ -128,8 +134,10 @@ def statements(t: Tables) -> list[str]:
 #: A release that changes the schema raises SCHEMA_VERSION and adds its step here (``ALTER TABLE
 #: ... ADD COLUMN ... DEFAULT ...``), so tables of every earlier release open in place.
 UPGRADES: dict[int, list[str]] = {
-    # Schema 2 adds the audit and schedules tables, which ``statements`` makes after the steps.
+    # Schema 2 adds the audit and schedules tables, which ``statements`` makes after the steps;
+    # schema 3 the record of sent slots, likewise.
     1: [],
+    2: [],
 }
 
 

@@ -31,6 +31,7 @@ from celery_hashbeat.store.base import (
 )
 from celery_hashbeat.store.fencing import (
     Row,
+    fresh,
     plan_anchors,
     plan_claim,
     plan_give_back,
@@ -44,6 +45,7 @@ from celery_hashbeat.store.options import (
     check_ttl,
 )
 from celery_hashbeat.store.postgres import history as history_of
+from celery_hashbeat.store.postgres import sent
 from celery_hashbeat.store.postgres.connect import target
 from celery_hashbeat.store.postgres.connection import Database
 from celery_hashbeat.store.postgres.controls import PostgresControlRecords
@@ -51,6 +53,7 @@ from celery_hashbeat.store.postgres.lifetimes import purge_histories, retire_his
 from celery_hashbeat.store.postgres.operations import PostgresOperatorRecords
 from celery_hashbeat.store.postgres.runs import RunLeases
 from celery_hashbeat.store.postgres.schema import Tables
+from celery_hashbeat.store.postgres.sent import PostgresSentRecords
 
 T = TypeVar("T")
 
@@ -86,6 +89,7 @@ class PostgresStore(Store):
             self._database.url,
             PostgresControlRecords(self._database, t, self._holds),
             PostgresOperatorRecords(self._database, t),
+            PostgresSentRecords(self._database, t, self._holds),
         )
 
     # The lease row ---------------------------------------------------------------------------
@@ -197,10 +201,14 @@ class PostgresStore(Store):
             stored = self._stored(cur, list(slots))
             guarded = [entry for entry in slots if entry in runs]
             holders = self._runs.holders(cur, guarded) if guarded else {}
-            plan = plan_claim(token, slots, runs, stored, holders)
+            # Recording the slots is the check that nobody recorded them (store/sent.py).
+            candidates = fresh(token, slots, stored)
+            recorded = sent.record(cur, self._tables, candidates)
+            plan = plan_claim(token, slots, runs, stored, holders, set(candidates) - recorded)
             for entry, guard in plan.grants:
                 self._runs.grant(cur, entry, guard.task_id, guard.ttl_ms)
             self._write(cur, plan.rows)
+            sent.drop(cur, self._tables, recorded - {(row[0], row[1]) for row in plan.rows})
             self._keep_claims(cur, plan.moved_past)
         return plan.claimed
 
@@ -285,6 +293,7 @@ class PostgresStore(Store):
                     f"DELETE FROM {self._tables.fired} WHERE entry = ANY(%b)", (list(given),)
                 )
             self._write(cur, restored)
+            sent.drop(cur, self._tables, ((entry, slots[entry]) for entry in given))
         return given
 
     def anchor(self, token: str, anchors: Mapping[str, tuple[int, str]]) -> dict[str, Fence]:

@@ -53,6 +53,11 @@ class Keys:
         #: ``<server ms>|<the definitions beats of that digest run>``.
         self.audit = tag + "audit"
         self.schedules = tag + "schedules"
+        #: The record of sent slots (store/sent.py): a sorted set of ``<slot>|<entry>`` scored
+        #: by the slot (epoch ms), trimmed by age and count; and when recording began (server
+        #: ms), written by the first claim that recorded.
+        self.sent = tag + "sent"
+        self.sent_since = tag + "sent-since"
 
     def running(self, entry: str) -> str:
         """``entry``'s run lease."""

@@ -117,10 +117,15 @@ end
 #             milliseconds, mode the run guard (skip, buffer_one, replace; empty for none), ttl
 #             the run lease's time to live in milliseconds, task the guarded run's task id, fp
 #             the schedule's fingerprint
+# KEYS[7]     the slots recorded as sent, {p}:sent (sorted set of "<slot>|<entry>" by slot)
+# KEYS[8]     when recording sent slots began, {p}:sent-since (server ms)
 # ARGV[5+h]   how long a claim moved past is kept, in milliseconds (HANDOVER_KEEP_MS)
+# ARGV[6+h]   how long a sent slot is recorded, by slot time, in milliseconds (SENT_KEEP_MS)
+# ARGV[7+h]   the most sent slots recorded (SENT_CAP)
 # Returns     0 if the caller does not hold the lease; else flat (entry, answer) pairs for the
 #             entries not simply claimed (few, so a large claim is cheap to read): "!" left
-#             unclaimed (its fence is at or past the slot); "-<task>" a buffer_one entry left
+#             unclaimed (its fence is at or past the slot, or the slot is recorded as sent by a
+#             backfill); "-<task>" a buffer_one entry left
 #             unclaimed because <task> holds its run lease; "<task>" claimed, though <task> held
 #             the run lease
 # Guarantee   a claim is made only while the caller's token holds the lease, and only for a slot
@@ -128,8 +133,10 @@ end
 #             retry after a lost reply, counted once); the claimer and what a give-back restores
 #             are recorded in the fence, and each new claim adds one to the entry's run count;
 #             a fence of another beat's claim that a claim moves past is kept in {p}:claimed,
-#             so that its claimer can still hand the slot over (HAND_OVER_SCRIPT); the history
-#             is recorded whatever the answer.
+#             so that its claimer can still hand the slot over (HAND_OVER_SCRIPT); each slot
+#             claimed is recorded in {p}:sent, and a slot recorded there is never claimed again
+#             (the ZADD NX that records it is the check), the record trimmed by age and count
+#             at one command each; the history is recorded whatever the answer.
 CLAIM_SCRIPT = (
     PARSE_FENCE
     + RECORD_HISTORY
@@ -144,6 +151,8 @@ local packed = ARGV[start]
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', '(' .. (now - tonumber(ARGV[start + 1])))
+redis.call('SET', KEYS[8], now, 'NX')
+redis.call('ZREMRANGEBYSCORE', KEYS[7], '-inf', '(' .. (now - tonumber(ARGV[start + 2])))
 local at = 1
 while at <= #packed do
   local colon = string.find(packed, ':', at, true)
@@ -157,7 +166,9 @@ while at <= #packed do
   local slot, token = parse(redis.call('HGET', KEYS[2], entry))
   local wanted = tonumber(wanted_text)
   local mine = slot and tonumber(slot) == wanted and token == ARGV[1]
-  if mine or not slot or wanted > tonumber(slot) then
+  local sent = wanted_text .. '|' .. entry
+  if (mine or not slot or wanted > tonumber(slot))
+      and (mine or redis.call('ZADD', KEYS[7], 'NX', wanted, sent) == 1) then
     local holder = ''
     if mode ~= '' then
       holder = redis.call('GET', KEYS[3] .. entry) or ''
@@ -167,6 +178,7 @@ while at <= #packed do
       end
     end
     if mode == 'buffer_one' and holder ~= '' then
+      if not mine then redis.call('ZREM', KEYS[7], sent) end
       result[#result + 1] = entry
       result[#result + 1] = '-' .. holder
     else
@@ -190,6 +202,7 @@ while at <= #packed do
     result[#result + 1] = '!'
   end
 end
+redis.call('ZREMRANGEBYRANK', KEYS[7], 0, -(tonumber(ARGV[start + 3]) + 1))
 return result
 """
 )
@@ -199,13 +212,14 @@ return result
 # KEYS[2]     the fences, {p}:fired
 # KEYS[3]     the run-lease prefix, {p}:running:
 # KEYS[4]     the run counts, {p}:runs
+# KEYS[5]     the slots recorded as sent, {p}:sent
 # ARGV[1]     the caller's token
 # ARGV[2..]   (entry, slot in epoch milliseconds, task id or "" for none) triples
 # Returns     the entries given back (none without the lease)
 # Guarantee   under one lease check, a fence is restored to its previous value only while it is
 #             still that slot claimed by the caller, so a give-back never undoes anyone else's
-#             claim, and its run count loses the one the claim added; a run lease goes only while
-#             the slot's task still holds it.
+#             claim, and its run count loses the one the claim added and its record as sent
+#             goes; a run lease goes only while the slot's task still holds it.
 UNCLAIM_SCRIPT = (
     PARSE_FENCE
     + """
@@ -225,6 +239,7 @@ for i = 2, #ARGV, 3 do
     else
       redis.call('HDEL', KEYS[4], ARGV[i])
     end
+    redis.call('ZREM', KEYS[5], ARGV[i + 1] .. '|' .. ARGV[i])
     if previous == '' then
       redis.call('HDEL', KEYS[2], ARGV[i])
     elseif string.sub(previous, 1, 1) == 'a' then
@@ -665,4 +680,101 @@ while redis.call('HLEN', KEYS[1]) > keep do
   redis.call('HDEL', KEYS[1], oldest)
 end
 return 1
+"""
+
+# Helper, put before the scripts that read the record of sent slots (store/sent.py):
+# horizon(sent, since, keep, cap) is the instant (ms) from which {p}:sent knows what was sent, as
+# store/sent.py's horizon computes it: the newest of when recording began (now if never), now
+# less keep, and just after the oldest slot kept once the record holds cap slots.
+SENT_HORIZON = """
+local function horizon(sent, since, keep, cap)
+  local clock = redis.call('TIME')
+  local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+  local start = math.max(tonumber(redis.call('GET', since) or now), now - keep)
+  if redis.call('ZCARD', sent) >= cap then
+    local oldest = redis.call('ZRANGE', sent, 0, 0, 'WITHSCORES')
+    if oldest[2] then start = math.max(start, tonumber(oldest[2]) + 1) end
+  end
+  return start
+end
+"""
+
+# Tells which slots of one entry are recorded as sent, for a backfill's dry run.
+# KEYS[1]     the slots recorded as sent, {p}:sent
+# KEYS[2]     when recording sent slots began, {p}:sent-since
+# ARGV[1]     the entry's name
+# ARGV[2]     how long a sent slot is recorded, in milliseconds (SENT_KEEP_MS)
+# ARGV[3]     the most sent slots recorded (SENT_CAP)
+# ARGV[4..]   the slots asked about, epoch milliseconds
+# Returns     the horizon (ms), then the slots asked about that are recorded
+# Guarantee   reads only; the horizon and the slots are read at one instant.
+RECORDED_SCRIPT = (
+    SENT_HORIZON
+    + """
+local found = {horizon(KEYS[1], KEYS[2], tonumber(ARGV[2]), tonumber(ARGV[3]))}
+for i = 4, #ARGV do
+  if redis.call('ZSCORE', KEYS[1], ARGV[i] .. '|' .. ARGV[1]) then
+    found[#found + 1] = ARGV[i]
+  end
+end
+return found
+"""
+)
+
+# Claims past slots of one entry for a backfill.
+# KEYS[1]     the lease, {p}:leader
+# KEYS[2]     the slots recorded as sent, {p}:sent
+# KEYS[3]     when recording sent slots began, {p}:sent-since
+# ARGV[1]     the caller's token
+# ARGV[2]     the entry's name
+# ARGV[3]     how long a sent slot is recorded, in milliseconds (SENT_KEEP_MS)
+# ARGV[4]     the most sent slots recorded (SENT_CAP)
+# ARGV[5..]   the slots to claim, epoch milliseconds
+# Returns     0 if the caller does not hold the lease; else {horizon, the slots claimed, the
+#             slots recorded already}; a slot before the horizon is in neither
+# Guarantee   under one lease check, a slot is claimed only if it is at or after the horizon and
+#             not recorded, and recording it is the claim, so no slot is claimed twice by
+#             backfills or by the regular claims (CLAIM_SCRIPT); the fence is left alone.
+CLAIM_SLOTS_SCRIPT = (
+    SENT_HORIZON
+    + """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  return 0
+end
+local start = horizon(KEYS[2], KEYS[3], tonumber(ARGV[3]), tonumber(ARGV[4]))
+local claimed, sent = {}, {}
+for i = 5, #ARGV do
+  local slot = tonumber(ARGV[i])
+  if slot >= start then
+    if redis.call('ZADD', KEYS[2], 'NX', slot, ARGV[i] .. '|' .. ARGV[2]) == 1 then
+      claimed[#claimed + 1] = ARGV[i]
+    else
+      sent[#sent + 1] = ARGV[i]
+    end
+  end
+end
+return {start, claimed, sent}
+"""
+)
+
+# Gives back a backfill's claims whose publish surely failed.
+# KEYS[1]     the lease, {p}:leader
+# KEYS[2]     the slots recorded as sent, {p}:sent
+# ARGV[1]     the caller's token
+# ARGV[2]     the entry's name
+# ARGV[3..]   the slots, epoch milliseconds
+# Returns     the slots given back (none without the lease)
+# Guarantee   only the lease holder gives back, and a slot given back is no longer recorded, so a
+#             later backfill can send it.
+UNCLAIM_SLOTS_SCRIPT = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  return {}
+end
+local given = {}
+for i = 3, #ARGV do
+  if redis.call('ZREM', KEYS[2], ARGV[i] .. '|' .. ARGV[2]) == 1 then
+    given[#given + 1] = ARGV[i]
+  end
+end
+return given
 """

@@ -53,6 +53,8 @@ from celery_hashbeat.store.redis.scripts import (
     TAKE_HANDED_SCRIPT,
     UNCLAIM_SCRIPT,
 )
+from celery_hashbeat.store.redis.sent import RedisSentRecords
+from celery_hashbeat.store.sent import SENT_CAP, SENT_KEEP_MS
 
 #: A heartbeat's value; the digest (any text without "|") is marked with "d" so that no role,
 #: however spelled, is misread.
@@ -89,6 +91,7 @@ class RedisStore(Store):
             self._redis.url,
             RedisControlRecords(self._redis, self._keys),
             RedisOperatorRecords(self._redis, self._keys),
+            RedisSentRecords(self._redis, self._keys),
         )
         script = self._redis.script
         self._renew = script(RENEW_SCRIPT)
@@ -157,7 +160,7 @@ class RedisStore(Store):
             name = entry.encode()
             record = f"{len(name)}:{entry}{fields}"
             records.append(f"{len(record.encode())}:{record}")
-        args += ("".join(records), HANDOVER_KEEP_MS)
+        args += ("".join(records), HANDOVER_KEEP_MS, SENT_KEEP_MS, SENT_CAP)
         keys = [
             self._keys.leader,
             self._keys.fired,
@@ -165,6 +168,8 @@ class RedisStore(Store):
             self._keys.history_prefix,
             self._keys.runs,
             self._keys.claimed,
+            self._keys.sent,
+            self._keys.sent_since,
         ]
         replication = self._redis.replication
         wanted = replication.replicas
@@ -209,7 +214,7 @@ class RedisStore(Store):
         for entry, slot in slots.items():
             args += (entry, int(slot), runs.get(entry, ""))
         keys = [self._keys.leader, self._keys.fired, self._keys.running_prefix, self._keys.runs]
-        return set(self._redis.run(self._unclaim, keys, args))
+        return set(self._redis.run(self._unclaim, [*keys, self._keys.sent], args))
 
     def hand_over(self, token: str, slots: Iterable[tuple[str, int]]) -> set[tuple[str, int]]:
         check_token(token)

@@ -62,6 +62,13 @@ SCHEMA = (
     "CREATE TABLE IF NOT EXISTS hashbeat_schedules (prefix TEXT NOT NULL, digest TEXT NOT NULL,"
     " at_ms INTEGER NOT NULL, definitions TEXT NOT NULL, PRIMARY KEY (prefix, digest))"
     " WITHOUT ROWID",
+    # The record of sent slots (store/sent.py): each (entry, slot) claimed, keyed slot first so
+    # that a tick's new slots land together at the end and the trim by age is a range; and when
+    # recording began (wall-clock ms).
+    "CREATE TABLE IF NOT EXISTS hashbeat_sent (prefix TEXT NOT NULL, slot INTEGER NOT NULL,"
+    " entry TEXT NOT NULL, PRIMARY KEY (prefix, slot, entry)) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS hashbeat_sent_since (prefix TEXT PRIMARY KEY, since_ms INTEGER"
+    " NOT NULL) WITHOUT ROWID",
 )
 
 #: Columns added since schema 1 (release 0.1), added in place to an older file; its fences read
@@ -84,7 +91,7 @@ ADDED_COLUMNS = {
     "hashbeat_control_version": ("floor INTEGER NOT NULL DEFAULT 0",),
 }
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 
 def prepare(db: sqlite3.Connection) -> None:

@@ -36,6 +36,7 @@ from celery_hashbeat.store.options import (
     check_token,
     check_ttl,
 )
+from celery_hashbeat.store.sqlite import sent
 from celery_hashbeat.store.sqlite.clock import BOOT, LIVE, lease_now_ms, wall_now_ms
 from celery_hashbeat.store.sqlite.controls import SQLiteControlRecords
 from celery_hashbeat.store.sqlite.database import Database, chunks
@@ -47,6 +48,7 @@ from celery_hashbeat.store.sqlite.lifetimes import (
 )
 from celery_hashbeat.store.sqlite.operations import SQLiteOperatorRecords
 from celery_hashbeat.store.sqlite.runs import RunLeases
+from celery_hashbeat.store.sqlite.sent import SQLiteSentRecords
 
 
 class SQLiteStore(Store):
@@ -62,6 +64,7 @@ class SQLiteStore(Store):
             url,
             SQLiteControlRecords(self._database, self._prefix, self._holds),
             SQLiteOperatorRecords(self._database, self._prefix),
+            SQLiteSentRecords(self._database, self._prefix, self._holds),
         )
 
     def _holds(self, db: sqlite3.Connection, token: str) -> bool:
@@ -166,10 +169,12 @@ class SQLiteStore(Store):
                 return Claimed()
             stored = self._stored(db, list(slots))
             holders = self._runs.holders(db, [entry for entry in slots if entry in runs])
-            plan = plan_claim(token, slots, runs, stored, holders)
+            recorded = sent.check(db, self._prefix, ((e, int(s)) for e, (s, _) in slots.items()))
+            plan = plan_claim(token, slots, runs, stored, holders, recorded)
             for entry, guard in plan.grants:
                 self._runs.grant(db, entry, guard.task_id, guard.ttl_ms)
             self._write(db, plan.rows)
+            sent.record(db, self._prefix, (row[:2] for row in plan.rows))
             self._keep_claims(db, plan.moved_past)
         return plan.claimed
 
@@ -248,6 +253,7 @@ class SQLiteStore(Store):
                 ((self._prefix, entry) for entry in given),
             )
             self._write(db, restored)
+            sent.drop(db, self._prefix, ((entry, slots[entry]) for entry in given))
         return given
 
     def anchor(self, token: str, anchors: Mapping[str, tuple[int, str]]) -> dict[str, Fence]:

@@ -1,0 +1,248 @@
+"""Backfills (docs/design.md §19): the past slots an operator asked for, as the leader sends them.
+
+A backfill request waits in the store's queue beside the triggers (control/backfill.py); the
+leader takes it under its lease with them (beat/triggers.py) and hands it here. Each turn sends
+up to SENT_CHUNK of its slots: they are claimed against the store's record of sent slots, under
+the lease, in one call (store/sent.py: a slot that the regular path or an earlier backfill sent
+is not claimed), and the claimed ones go out through the Dispatcher's publish, each with its
+slot's task id. A slot whose publish surely failed is given back (its record goes) and the
+request goes back to the queue for the next turn, where the slots sent meanwhile are recorded
+and skipped. What is left of a longer range goes back too, so a large backfill never holds up
+the beat's own slots for long.
+
+The entry's overlap policy holds (docs/design.md §12): an unguarded entry (``allow``) gets its
+slots in batches; a guarded one gets one slot per turn, holding the entry's run lease for the
+slot's task id first, as a guarded claim does. While another run holds the lease, ``buffer_one``
+keeps the request waiting until it ends, ``skip`` drops the rest of the range (logged), and
+``replace`` revokes the run and sends.
+
+A claim whose reply is lost leaves its slots recorded but unsent: they are logged as such, and a
+later backfill does not send them (at most once, as for every claim: docs/design.md §10).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
+
+from celery_hashbeat._logs import OVERLAP, SCHEDULER
+from celery_hashbeat.beat.storecalls import FAILED
+from celery_hashbeat.control.backfill import (
+    Request,
+    decode_request,
+    encode_request,
+    slot_range,
+    slots_between,
+)
+from celery_hashbeat.control.definitions import DefinitionError
+from celery_hashbeat.publish.batch import Outcome
+from celery_hashbeat.publish.message import slot_iso, slot_task_id
+from celery_hashbeat.store.sent import SENT_CHUNK
+
+if TYPE_CHECKING:
+    from celery_hashbeat.beat.dispatch import Dispatcher
+    from celery_hashbeat.beat.storecalls import StoreCalls
+    from celery_hashbeat.entries.entry import Entry
+    from celery_hashbeat.publish.publisher import Publisher
+
+logger = SCHEDULER
+
+
+def split(taken: list[str]) -> tuple[list[str], list[Request]]:
+    """The texts taken from the store's queue: the triggers, and the backfill requests (an
+    unreadable one is logged and dropped)."""
+    triggers: list[str] = []
+    requests: list[Request] = []
+    for text in taken:
+        try:
+            request = decode_request(text)
+        except DefinitionError as exc:
+            logger.error("beat: dropping a backfill request: %s", exc)
+            continue
+        if request is None:
+            triggers.append(text)
+        else:
+            requests.append(request)
+    return triggers, requests
+
+
+class Backfills:
+    """Sends the backfill requests the leader took, a turn's worth each; says which go back to
+    the store's queue for the next turn."""
+
+    def __init__(
+        self,
+        *,
+        token: str,
+        calls: StoreCalls,
+        dispatcher: Dispatcher,
+        publisher: Publisher,
+        entries: Mapping[str, Entry],
+        now_ms: Callable[[], int],
+    ) -> None:
+        self._token = token
+        self._calls = calls
+        self._dispatcher = dispatcher
+        self._publisher = publisher
+        self._entries = entries
+        self._now_ms = now_ms
+        #: Requests waiting for a run to end (``buffer_one``), logged once each.
+        self._waiting: set[str] = set()
+
+    def send(self, requests: list[Request]) -> list[str]:
+        """Send a turn of each request; the stored forms of those to take up again."""
+        back = []
+        for request in requests:
+            rest = self._turn(request)
+            if rest is not None:
+                back.append(encode_request(rest))
+        return back
+
+    def _turn(self, request: Request) -> Request | None:
+        entry = self._entries.get(request.entry)
+        if entry is None or entry.source.chained:
+            logger.error(
+                "beat: dropping the backfill %s of entry %r: no such entry runs here with fixed "
+                "slots",
+                request.id,
+                request.entry,
+            )
+            return None
+        slots = slots_between(entry, request.start, min(request.end, self._now_ms()), SENT_CHUNK)
+        batch = slots[:SENT_CHUNK]
+        if not batch:
+            logger.info("beat: backfill %s of %s is done", request.id, entry.name)
+            return None
+        following = request._replace(start=batch[-1] + 1) if len(slots) > len(batch) else None
+        if entry.run_ttl_ms:
+            return self._guarded(entry, request, batch, following)
+        return self._batch(entry, request, batch, following)
+
+    def _claim(self, entry: Entry, request: Request, slots: list[int]) -> list[int] | None:
+        """Claim ``slots`` against the record: those claimed, or None when the store did not
+        answer or the lease is gone (the request is kept for the next turn)."""
+        calls = self._calls
+        claim = calls.attempt(calls.store.claim_slots, self._token, entry.name, slots)
+        if claim is FAILED:
+            logger.error(
+                "beat: backfill %s of %s: the store did not confirm the claim of %s; those it "
+                "made are recorded as sent though they were not, and no backfill sends them",
+                request.id,
+                entry.name,
+                slot_range(slots),
+            )
+            return None
+        if claim is None:
+            return None
+        early = [slot for slot in slots if slot < claim.horizon_ms]
+        if early:
+            logger.warning(
+                "beat: backfill %s of %s: not sending %s: the store no longer knows whether "
+                "they were sent (before %s)",
+                request.id,
+                entry.name,
+                slot_range(early),
+                slot_iso(claim.horizon_ms),
+            )
+        if claim.sent:
+            logger.info(
+                "beat: backfill %s of %s: %d slot(s) were sent already, not again",
+                request.id,
+                entry.name,
+                len(claim.sent),
+            )
+        return list(claim.claimed)
+
+    def _publish(self, entry: Entry, request: Request, slots: list[int]) -> list[int]:
+        """Publish claimed ``slots``; give back those that surely did not go out, and return
+        them."""
+        failed = []
+        for _, slot, outcome, error in self._dispatcher.publish_past(entry, slots):
+            if outcome in (Outcome.FAILED, Outcome.UNSENT):
+                failed.append(slot)
+            elif outcome is not Outcome.SENT:
+                logger.error(
+                    "beat: backfill %s of %s: slot %s %s (%s); it is not sent again",
+                    request.id,
+                    entry.name,
+                    slot_iso(slot),
+                    "cannot be sent" if outcome is Outcome.DROPPED else "may not have gone out",
+                    error,
+                )
+        sent = len(slots) - len(failed)
+        if sent:
+            logger.info("beat: backfill %s of %s: sent %d slot(s)", request.id, entry.name, sent)
+        if failed:
+            calls = self._calls
+            calls.attempt(calls.store.unclaim_slots, self._token, entry.name, failed)
+        return failed
+
+    def _batch(
+        self, entry: Entry, request: Request, batch: list[int], following: Request | None
+    ) -> Request | None:
+        claimed = self._claim(entry, request, batch)
+        if claimed is None:
+            return request
+        if claimed and self._publish(entry, request, claimed):
+            return request  # the slots sent are recorded: the next turn skips them
+        return following
+
+    def _guarded(
+        self, entry: Entry, request: Request, batch: list[int], following: Request | None
+    ) -> Request | None:
+        """One slot of a guarded entry, under its run lease as its overlap says."""
+        claimed = self._claim(entry, request, batch[:1])
+        if claimed is None:
+            return request
+        rest = request._replace(start=batch[0] + 1) if len(batch) > 1 else following
+        if not claimed:
+            return rest
+        slot = batch[0]
+        task_id = slot_task_id(entry.name, slot)
+        calls = self._calls
+        held = calls.attempt(calls.store.hold_run, entry.name, task_id, entry.run_ttl_ms)
+        holders = {} if held is not False else calls.attempt(calls.store.running, [entry.name])
+        holder = "" if holders is FAILED else holders.get(entry.name, "")
+        if held is not True and (not holder or entry.overlap != "replace"):
+            calls.attempt(calls.store.unclaim_slots, self._token, entry.name, [slot])
+            if not holder:  # the store did not answer, or the run ended meanwhile
+                return request
+            return self._overlapped(entry, request, slot, holder)
+        self._waiting.discard(request.id)
+        if holder:
+            OVERLAP.info(
+                "beat: backfill %s of %s replaces the run in progress (task %s, overlap "
+                "'replace'): revoking it",
+                request.id,
+                entry.name,
+                holder,
+            )
+            self._publisher.revoke(holder)
+        if self._publish(entry, request, [slot]):
+            calls.attempt(calls.store.release_run, entry.name, task_id)
+            return request
+        return rest
+
+    def _overlapped(self, entry: Entry, request: Request, slot: int, holder: str) -> Request | None:
+        """A guarded slot not sent because task ``holder`` runs: ``buffer_one`` waits for it to
+        end, ``skip`` drops the rest of the range."""
+        if entry.overlap == "buffer_one":
+            if request.id not in self._waiting:
+                self._waiting.add(request.id)
+                OVERLAP.info(
+                    "beat: backfill %s of %s waits for the run in progress (task %s, overlap "
+                    "'buffer_one') to end",
+                    request.id,
+                    entry.name,
+                    holder,
+                )
+            return request
+        OVERLAP.warning(
+            "beat: backfill %s of %s: not sending the slots from %s on: the run in progress "
+            "(task %s) holds the run lease and the overlap is 'skip'",
+            request.id,
+            entry.name,
+            slot_iso(slot),
+            holder,
+        )
+        return None

@@ -1,0 +1,107 @@
+"""The record of sent slots (store/sent.py) in PostgreSQL: ``<prefix>_sent`` and the
+``sent_since`` row of ``<prefix>_meta`` (server ms), as the SQLite store keeps them
+(store/sqlite/sent.py), except that recording a slot is what checks it: ``record`` inserts and
+says which rows were new, one statement for the claim path's one round trip.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from celery_hashbeat.store.options import check_token
+from celery_hashbeat.store.postgres.connection import Database
+from celery_hashbeat.store.postgres.operations import NOW_MS
+from celery_hashbeat.store.postgres.schema import Tables
+from celery_hashbeat.store.sent import (
+    SENT_KEEP_MS,
+    Recorded,
+    SentRecords,
+    SlotClaim,
+    horizon,
+    plan_slots,
+)
+
+Pair = tuple[str, int]
+
+
+def _columns(pairs: Iterable[Pair]) -> tuple[list[str], list[int]]:
+    listed = list(pairs)
+    return [entry for entry, _ in listed], [int(slot) for _, slot in listed]
+
+
+def record(cur: Any, t: Tables, pairs: Iterable[Pair]) -> set[Pair]:
+    """Record (entry, slot) ``pairs`` as sent where nobody did, trimming what is older than
+    SENT_KEEP_MS; returns the pairs it recorded (the rest were recorded already). Inserting is
+    the check, one primary-key probe each; the first recording marks when recording began."""
+    entries, slots = _columns(pairs)
+    if not entries:
+        return set()
+    # One statement, one round trip on the hot path. statement_timestamp() is stable, unlike
+    # clock_timestamp(), so the trim by age is a range of the key.
+    cur.execute(
+        f"WITH since AS (INSERT INTO {t.meta} (name, value) VALUES ('sent_since', {NOW_MS})"
+        " ON CONFLICT DO NOTHING), trimmed AS (DELETE FROM"
+        f" {t.sent} WHERE slot < (extract(epoch FROM statement_timestamp()) * 1000)::bigint - %s)"
+        f" INSERT INTO {t.sent} (entry, slot) SELECT * FROM unnest(%b::text[], %b::bigint[])"
+        " ON CONFLICT DO NOTHING RETURNING entry, slot",
+        (SENT_KEEP_MS, entries, slots),
+    )
+    return {(entry, int(slot)) for entry, slot in cur.fetchall()}
+
+
+def drop(cur: Any, t: Tables, pairs: Iterable[Pair]) -> set[Pair]:
+    """Drop the records of (entry, slot) ``pairs`` (given back); returns those it dropped."""
+    entries, slots = _columns(pairs)
+    if not entries:
+        return set()
+    cur.execute(
+        f"DELETE FROM {t.sent} s USING unnest(%b::text[], %b::bigint[]) AS w (entry, slot)"
+        " WHERE s.entry = w.entry AND s.slot = w.slot RETURNING s.entry, s.slot",
+        (entries, slots),
+    )
+    return {(entry, int(slot)) for entry, slot in cur.fetchall()}
+
+
+def _horizon(cur: Any, t: Tables) -> int:
+    cur.execute(f"SELECT (SELECT value FROM {t.meta} WHERE name = 'sent_since'), {NOW_MS}")
+    since, now = cur.fetchone()
+    return horizon(None if since is None else int(since), int(now))
+
+
+class PostgresSentRecords(SentRecords):
+    """The sent slots of one prefix in PostgreSQL; backfills' calls come here, with the store's
+    lease check (``holds``, which locks the lease row within the transaction)."""
+
+    def __init__(
+        self, database: Database, tables: Tables, holds: Callable[[Any, str], bool]
+    ) -> None:
+        self._database = database
+        self._t = tables
+        self._holds = holds
+
+    def recorded(self, entry: str, slots: Sequence[int]) -> Recorded:
+        with self._database.transaction() as cur:
+            start = _horizon(cur, self._t)
+            cur.execute(
+                f"SELECT slot FROM {self._t.sent} WHERE entry = %s AND slot = ANY(%b)",
+                (entry, [int(slot) for slot in slots]),
+            )
+            sent = frozenset(int(slot) for (slot,) in cur.fetchall())
+        return Recorded(start, sent)
+
+    def claim_slots(self, token: str, entry: str, slots: Sequence[int]) -> SlotClaim | None:
+        check_token(token)
+        with self._database.transaction() as cur:
+            if not self._holds(cur, token):
+                return None
+            start = _horizon(cur, self._t)
+            wanted = plan_slots(slots, set(), start).claimed
+            new = {slot for _, slot in record(cur, self._t, ((entry, s) for s in wanted))}
+        return plan_slots(wanted, set(wanted) - new, start)
+
+    def unclaim_slots(self, token: str, entry: str, slots: Sequence[int]) -> set[int]:
+        with self._database.transaction() as cur:
+            if not self._holds(cur, token):
+                return set()
+            return {slot for _, slot in drop(cur, self._t, ((entry, s) for s in slots))}

@@ -1,0 +1,28 @@
+"""A slot's task id is uuid5 of its entry and slot, and the delivery tags are version-4 UUIDs,
+though both are made without ``uuid.UUID`` (a burst makes thousands)."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from celery_hashbeat.publish.message import NAMESPACE, random_uuid, slot_task_id
+
+
+@pytest.mark.parametrize(
+    "entry", ["nightly-report", "", "é-ünïcode-名前", "a|b", "x" * 300, "copy@worker-1.example"]
+)
+@pytest.mark.parametrize("slot", [0, 1, 1_893_456_000_000, 2**53])
+def test_slot_task_id_is_the_uuid5_of_entry_and_slot(entry: str, slot: int) -> None:
+    assert slot_task_id(entry, slot) == str(uuid.uuid5(NAMESPACE, f"{entry}|{slot}"))
+
+
+def test_random_uuids_are_version_4_and_distinct() -> None:
+    made = [random_uuid() for _ in range(2000)]
+    assert len(set(made)) == len(made)
+    for text in made:
+        parsed = uuid.UUID(text)
+        assert str(parsed) == text
+        assert parsed.version == 4
+        assert parsed.variant == uuid.RFC_4122
