@@ -160,6 +160,7 @@ class Leadership:
             }
             if fresh:
                 fences.update(calls.call(store.anchor, token, fresh))
+            catalog.refuse_missed_once(catalog.passed_once, fences, now)
         except Exception as exc:
             self.lease.failed(exc, time.monotonic())
             return
@@ -178,6 +179,9 @@ class Leadership:
         anchors = {entry.name: (instant, entry.fingerprint)}
         anchored = calls.attempt(calls.store.anchor, self._token, anchors)
         if anchored is FAILED:
+            return
+        self._catalog.refuse_missed_once((entry.name,), anchored, now)
+        if not entry.active:
             return
         dispatcher = self._dispatcher
         dispatcher.plan(entry, now, dispatcher.resume, entry, anchored.get(entry.name), now)

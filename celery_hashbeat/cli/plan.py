@@ -123,6 +123,12 @@ def plan_text(result: DeployPlan, beat: BeatInfo) -> str:
     if not result.changed:
         lines.append("no changes: the candidate runs what the beats run")
         return "\n".join(lines)
+    if result.unseen:
+        lines.append(
+            "changed, though every entry reads the same: a file an entry reads (an ical: "
+            "calendar) changed since the beats read it; restarted, they run the candidate"
+        )
+        return "\n".join(lines)
     for change in result.changes:
         note = " (balanced)" if change.balanced else ""
         lines.append(f"{SIGNS[change.change]} {change.name}: {change.change}{note}")

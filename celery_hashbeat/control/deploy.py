@@ -60,7 +60,14 @@ class DeployPlan:
 
     @property
     def changed(self) -> bool:
-        return bool(self.changes)
+        return bool(self.changes) or self.unseen
+
+    @property
+    def unseen(self) -> bool:
+        """Whether the schedules differ in what no definition shows: every entry reads the
+        same, yet the digests differ, as when a file an entry reads (an ``ical:`` calendar,
+        docs/design.md §20) changed since the beats read it."""
+        return not self.changes and self.running_digest != self.candidate_digest
 
 
 def compare(

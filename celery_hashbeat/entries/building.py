@@ -154,7 +154,7 @@ def build_entry(
         calendar = calendar_of(definition, given)
         if calendar is not None:
             source = shared.excluding(source, calendar[0], zone_of(given, shared), calendar[1])
-            fingerprint = excluding_fingerprint(fingerprint, *calendar)
+            fingerprint = excluding_fingerprint(fingerprint, source.calendar.identity, calendar[1])
         max_runs = None
         if not BOUNDS.isdisjoint(definition):
             start = bound_ms(definition.get("start"), "start")
@@ -215,10 +215,11 @@ def zone_of(given: Any, shared: SharedSlots) -> tzinfo:
     return shared.zone if zone is None else load_zone(zone)
 
 
-def excluding_fingerprint(fingerprint: str, specs: tuple[str, ...], mode: str) -> str:
-    """The fingerprint of a schedule with a calendar: a changed calendar is a changed schedule.
-    A schedule without one keeps its plain fingerprint (the store's fences of old stay valid)."""
-    text = "\x1f".join((fingerprint, mode, *specs))
+def excluding_fingerprint(fingerprint: str, identity: tuple[str, ...], mode: str) -> str:
+    """The fingerprint of a schedule with a calendar (its ``Calendar.identity``): a changed
+    calendar, or a changed ``ical:`` file, is a changed schedule. A schedule without one keeps
+    its plain fingerprint (the store's fences of old stay valid)."""
+    text = "\x1f".join((fingerprint, mode, *identity))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

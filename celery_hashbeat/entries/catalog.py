@@ -88,6 +88,8 @@ class Catalog:
         #: The entries kept in the store (docs/design.md §13), by name; a name the configuration
         #: also has is the configuration's.
         self.stored: dict[str, Any] = {}
+        #: The configuration's one-shots whose instant had passed when they were built.
+        self.passed_once: set[str] = set()
 
     def merge(self, schedule: Mapping[str, Any]) -> None:
         """Take ``schedule`` as the whole configuration: entries not in it (nor in the store)
@@ -148,6 +150,7 @@ class Catalog:
             old = self.entries.pop(name, None)
             if old is not None:
                 old.active = False
+                self.passed_once.discard(name)
         moved = self.balancer.drop(names)
         if moved:
             self._build(moved)
@@ -245,6 +248,25 @@ class Catalog:
             return fence_ms
         return floor
 
+    def refuse_missed_once(
+        self, names: Iterable[str], fences: Mapping[str, PlannedFence], now_ms: int
+    ) -> None:
+        """As a leader plans them: refuse the beat_schedule one-shots among ``names`` whose
+        instant had passed when they were read, unsent, and that their catch-up would never
+        send, by name, as a written one is refused (docs/design.md §21). One the store says was
+        sent is done."""
+        refused = []
+        for name in [name for name in names if name in self.passed_once]:
+            entry, fence = self.entries[name], fences.get(name)
+            if is_done_once(entry, None if fence is None else fence.slot):
+                continue
+            try:
+                refuse_past_once(name, entry, now_ms)
+            except EntryError as exc:
+                self._refuse(name, str(exc))
+                refused.append(name)
+        self.deactivate(refused)
+
     def held(self, name: str, paused: Container[str]) -> bool:
         """Whether entry ``name`` is paused by an operator: itself, or the entry it is a copy
         of (``paused``: the names paused in the store). A leader sends nothing of it."""
@@ -297,6 +319,9 @@ class Catalog:
                 failed.append(name)
                 continue
             self.broken.discard(name)
+            source = entry.source
+            if type(source) is OnceSlots and source.instant <= now and name in self.configured:
+                self.passed_once.add(name)
             current = self.entries.get(name)
             if current is not None:
                 if current.same_as(entry):

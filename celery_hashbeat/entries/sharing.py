@@ -91,6 +91,8 @@ class SharedSlots:
 
     def source(self, name: str, given: Any, relative: bool) -> Slots:
         """The slots of ``given`` (any schedule Celery accepts, or ours) for entry ``name``."""
+        if type(given) is at:  # before the checks of kind, which are slow: one-shots are many
+            return OnceSlots(given.instant_ms)
         if isinstance(given, hashcron):
             resolved = given.identity(name, self.zone_name)
             if resolved is None:
@@ -146,14 +148,17 @@ class SharedSlots:
     def fingerprint(self, given: Any, relative: bool) -> str:
         """A short digest of what decides an entry's slots, the same in every process and
         release, so that the store can tell a changed schedule from the one it fenced. Computed
-        once per distinct schedule: at 100,000 entries, start-up time is the budget."""
+        once per distinct schedule: at 100,000 entries, start-up time is the budget. A one-shot's
+        is its own (no two share an instant), so it is made from its instant, not kept."""
+        if type(given) is at:
+            return _digest(f"at {given.instant_ms}")  # the text its identity reads as
         identity = self._identity(given, relative)
         found = self._prints.get(identity)
         if found is None:
             text = " ".join(
                 str(sorted(part) if isinstance(part, frozenset) else part) for part in identity
             )
-            found = self._prints[identity] = hashlib.sha256(text.encode()).hexdigest()[:16]
+            found = self._prints[identity] = _digest(text)
         return found
 
     def _identity(self, given: Any, relative: bool) -> tuple[Hashable, ...]:
@@ -179,11 +184,16 @@ class SharedSlots:
         return (type(given).__qualname__, "" if " at 0x" in shown else shown)
 
 
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 def schedule_digest(entries: Mapping[str, Entry]) -> str:
     """What a beat runs (entries by name), in a few characters: the same for beats of one
     configuration."""
-    text = "".join([f"{name}\x1f{entries[name].fingerprint}\x1e" for name in sorted(entries)])
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    return _digest(
+        "".join([f"{name}\x1f{entries[name].fingerprint}\x1e" for name in sorted(entries)])
+    )
 
 
 def derived_identity(schedule_: BaseSchedule) -> Hashable | None:

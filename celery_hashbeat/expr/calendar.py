@@ -10,6 +10,7 @@ one set the first time a day of that year is asked about, which is also the only
 from __future__ import annotations
 
 import calendar as calendar_module
+import hashlib
 import importlib
 from collections.abc import Iterable, Sequence
 from datetime import date
@@ -44,6 +45,7 @@ class Calendar:
         "_years",
         "dates",
         "holiday_sets",
+        "identity",
         "ranges",
         "specs",
         "weekdays",
@@ -58,9 +60,13 @@ class Calendar:
         yearly: frozenset[tuple[int, int]] = frozenset(),
         weekdays: frozenset[int] = frozenset(),
         holiday_sets: tuple[tuple[str, str | None], ...] = (),
+        identity: tuple[str, ...] | None = None,
     ) -> None:
-        #: The text it was parsed from, in order: what the fingerprint and the views show.
+        #: The text it was parsed from, in order: what the views show.
         self.specs = specs
+        #: What the fingerprint covers: the texts, each ``ical:`` one with a digest of the days
+        #: its file gave, so that a changed file is a changed schedule (docs/design.md §20).
+        self.identity = specs if identity is None else identity
         self.dates, self.ranges, self.yearly = dates, ranges, yearly
         self.weekdays, self.holiday_sets = weekdays, holiday_sets
         self._years: dict[int, frozenset[int]] = {}
@@ -111,10 +117,10 @@ class Calendar:
         return frozenset(days)
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Calendar) and self.specs == other.specs
+        return isinstance(other, Calendar) and self.identity == other.identity
 
     def __hash__(self) -> int:
-        return hash(self.specs)
+        return hash(self.identity)
 
     def __repr__(self) -> str:
         return f"Calendar({list(self.specs)!r})"
@@ -125,6 +131,7 @@ def parse_calendar(specs: Iterable[str] | str) -> Calendar:
     if isinstance(specs, str):
         specs = [specs]
     texts: list[str] = []
+    identity: list[str] = []
     dates: set[int] = set()
     ranges: list[tuple[int, int]] = []
     yearly: set[tuple[int, int]] = set()
@@ -139,6 +146,7 @@ def parse_calendar(specs: Iterable[str] | str) -> Calendar:
             )
         spec = raw.strip()
         texts.append(spec)
+        identity.append(spec)
         lower = spec.lower()
         if lower.startswith("holidays:"):
             holiday_sets.append(_holiday_set(spec))
@@ -147,6 +155,8 @@ def parse_calendar(specs: Iterable[str] | str) -> Calendar:
             dates.update(days)
             ranges.extend(spans)
             yearly.update(every_year)
+            read = repr((sorted(days), sorted(spans), sorted(every_year)))
+            identity[-1] += "#" + hashlib.sha256(read.encode()).hexdigest()[:16]
         elif ".." in spec and spec.startswith("*-"):
             yearly.update(_yearly_range(spec))
         elif ".." in spec:
@@ -173,6 +183,7 @@ def parse_calendar(specs: Iterable[str] | str) -> Calendar:
         frozenset(yearly),
         frozenset(weekdays),
         tuple(holiday_sets),
+        tuple(identity),
     )
 
 

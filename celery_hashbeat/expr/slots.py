@@ -120,7 +120,8 @@ class CronSlots(Slots):
         self._next = -1
 
     def next_after(self, ms: int) -> int:
-        if ms != self._after:
+        # The answer last given holds for every instant from the one asked up to it.
+        if not self._after <= ms < self._next:
             self._next = self.expr.next_timestamp(ms // 1000) * 1000
             self._after = ms
         return self._next
@@ -184,27 +185,33 @@ class ChainSlots(Slots):
         return list(range(first, last + 1, self.every))
 
 
+#: The slots of an excluded day.
+NO_SLOTS: list[int] = []
+
+
 class CalendarSlots(Slots):
     """The slots of ``inner`` with the days ``calendar`` excludes (in zone ``tz``) left out, or
     moved to the nearest day it does not exclude, at the same time of day (docs/design.md §20).
 
-    The common case costs a comparison: the bounds of the local day asked last are kept, with
-    whether its slots stand as they are (the day is open and, when slots move, no neighbour's
-    slots move onto it); the calendar answers from a set per year. A day that receives moved
-    slots has its slots listed once (kept until another day is asked), so that two slots never
-    land on one instant.
+    Each local day is one of three kinds, told by set lookups: excluded (no slot), plain (the
+    inner slots stand: asked of the inner source) or landing (open, and given the slots of the
+    excluded days next to it: listed once, as a set, so that two slots never land on one
+    instant, then answered by bisection). The day asked last is kept with its bounds and kind,
+    so the usual ``next_after`` costs the inner answer plus two comparisons; a run of excluded
+    days is jumped over whole, never slot by slot.
     """
 
     __slots__ = (
+        "_after",
         "_day",
         "_excluded",
-        "_fast",
         "_high",
-        "_landing",
+        "_listed",
         "_low",
-        "_plain",
+        "_shut",
         "_span",
-        "_span_end",
+        "_span_high",
+        "_span_low",
         "_step",
         "_zone",
         "asks_is_due",
@@ -222,58 +229,124 @@ class CalendarSlots(Slots):
         self._step = {"skip": 0, "next_business_day": 1}.get(mode, -1)
         self._zone = zone_for(tz)
         self._excluded = calendar.excluded
-        self._low, self._high, self._day, self._plain, self._fast = 0, 0, 0, False, 0
-        #: The UTC offset's span around the instant asked last: (start s, end s, offset s).
+        #: The local day asked last, its bounds [low, high) in ms, whether it is excluded, and
+        #: its slots unless it is plain (None; NO_SLOTS when excluded).
+        self._day, self._low, self._high, self._shut = 0, 0, 0, False
+        self._listed: list[int] | None = None
+        #: With a landing day: the first inner slot past it and the days it takes slots from.
+        self._after = 0
+        #: The UTC offset's span around the instant asked last: (start s, end s, offset s),
+        #: and its bounds in ms.
         self._span = (0, 0, 0)
-        self._span_end = 0
-        self._landing: tuple[int, list[int]] = (0, [])
+        self._span_low, self._span_high = 0, 0
 
     def consents(self, slot: int, last: int) -> bool:
         return self.inner.consents(slot, last)
 
-    def day_of(self, ms: int) -> int:
-        """The local day (an ordinal) of instant ``ms``; remembers its bounds and whether its
-        slots stand as they are."""
-        high = self._high
-        if self._low <= ms < high:
-            return self._day
-        if high <= ms < high + DAY_MS and high + DAY_MS <= self._span_end:
-            # The next day, inside the same offset's span (a daily schedule's usual question).
-            day = self._day + 1
-            low, high = high, high + DAY_MS
+    def next_after(self, ms: int) -> int:
+        if self._low <= ms < self._high:
+            listed = self._listed
+            if listed is None:
+                slot = self.inner.next_after(ms)
+                high = self._high
+                if slot < high:
+                    return slot  # the usual answer: a slot on a plain day, the day asked last
+                later = high + DAY_MS
+                if slot < later and self._span_low <= high and later <= self._span_high:
+                    # The next day, as long as this one (a daily schedule's usual answer).
+                    day, excluded = self._day + 1, self._excluded
+                    if not excluded(day) and (self._step >= 0 or not excluded(day + 1)):
+                        self._day, self._low, self._high = day, high, later
+                        return slot
+                return self._onward(ms, slot)
+            at = bisect_right(listed, ms)
+            if at < len(listed):
+                return listed[at]  # a slot on a landing day, the day asked last
+            if not self._shut:
+                return self._onward(ms, self._after)  # the first inner slot past its days
         else:
-            day, low, high = self._compute_day(ms)
+            self._enter(self.day_of(ms))
+        if self._shut:  # its slots went elsewhere; those moved back are before ms
+            self._enter(self.calendar.next_open(self._day + 1), False)
+        return self._onward(ms, None)
+
+    def _onward(self, ms: int, slot: int | None) -> int:
+        """The first slot after ``ms``, from the day asked last on; ``slot``: the inner slot
+        after ``ms`` when it is known to lie past that day."""
+        limit = self._day + HORIZON_DAYS
+        while self._day <= limit:
+            if slot is None:
+                listed = self._listed
+                if listed is not None:
+                    at = bisect_right(listed, ms)
+                    if at < len(listed):
+                        return listed[at]
+                    slot = self._after  # the first inner slot past the days listed
+                else:
+                    slot = self.inner.next_after(max(ms, self._low - 1))
+                    if slot < self._high:
+                        return slot
+            # The days up to the slot's have no slot of their own, so none moved onto them
+            # (those moved back land before an excluded day the slot's may start).
+            day = self._later_day(slot)
+            if self._excluded(day):
+                way = self._step or 1
+                self._enter(self.calendar.next_open(day + way, way), False)
+            else:
+                self._enter(day, False)
+                if self._listed is None:
+                    return slot
+            slot = None
+        raise self._never(ms)
+
+    def _enter(self, day: int, shut: bool | None = None) -> None:
+        """Make ``day`` the day asked last: its bounds, and its kind (``shut``: whether it is
+        excluded, when known)."""
+        if day == self._day + 1:
+            low = self._high
+            if self._span_low <= low and low + DAY_MS <= self._span_high:
+                high = low + DAY_MS  # no change of offset: the usual day
+            else:
+                high = self.day_start(day + 1)
+        else:
+            low, high = self.day_start(day), self.day_start(day + 1)
+        self._day, self._low, self._high = day, low, high
         excluded, step = self._excluded, self._step
-        plain = not excluded(day) and not (step and excluded(day - step))
-        self._low, self._high, self._day, self._plain = low, high, day, plain
-        # The fast path's lower bound: the day's start if its slots stand, else nothing passes.
-        self._fast = low if plain else high
-        return day
+        self._shut = shut = excluded(day) if shut is None else shut
+        if shut:
+            self._listed = NO_SLOTS
+        elif step and excluded(day - step):
+            self._listed, self._after = self.landing(day, low, high)
+        else:
+            self._listed = None
 
-    def _compute_day(self, ms: int) -> tuple[int, int, int]:
-        """The local day of ``ms`` and its bounds (ms) inside the offset's span."""
+    def _later_day(self, ms: int) -> int:
+        """The local day of ``ms``, which lies past the day asked last."""
+        high = self._high
+        if ms < high + DAY_MS and self._span_low <= high and high + DAY_MS <= self._span_high:
+            return self._day + 1
+        return self.day_of(ms)
+
+    def day_of(self, ms: int) -> int:
+        """The local day (an ordinal) of instant ``ms``."""
         seconds = ms // 1000
-        first, last, offset = self._span
-        if not first <= seconds < last:
-            first, last, offset = self._load_span(seconds)
-        local_days = (seconds + offset) // DAY_S
-        midnight = local_days * DAY_S - offset
-        day = local_days + EPOCH_ORDINAL
-        # Inside one offset's span, every instant of [midnight, midnight + a day) is this day.
-        low = (midnight if midnight > first else first) * 1000
-        high = (midnight + DAY_S if midnight + DAY_S < last else last) * 1000
-        return day, low, high
+        offset = self._span_of(seconds)[2]
+        return (seconds + offset) // DAY_S + EPOCH_ORDINAL
 
-    def _load_span(self, seconds: int) -> tuple[int, int, int]:
+    def _span_of(self, seconds: int) -> tuple[int, int, int]:
         """The span of one UTC offset around ``seconds`` (epoch s), as (start, end, offset)."""
+        span = self._span
+        if span[0] <= seconds < span[1]:
+            return span
         zone = self._zone
         if zone.fixed:
-            self._span = (-(2**62), 2**62, zone.fixed_offset)
+            span = (-(2**62), 2**62, zone.fixed_offset)
         else:
             segment = zone.segment(seconds)
-            self._span = (segment.start, segment.end, segment.offset)
-        self._span_end = self._span[1] * 1000
-        return self._span
+            span = (segment.start, segment.end, segment.offset)
+        self._span = span
+        self._span_low, self._span_high = span[0] * 1000, span[1] * 1000
+        return span
 
     def day_start(self, day: int) -> int:
         """The first instant (ms) of local day ``day``."""
@@ -289,107 +362,44 @@ class CalendarSlots(Slots):
         # Midnight falls in a daylight saving gap: the day starts where the gap ends.
         return to_ms(datetime.combine(date.fromordinal(day), time(), tzinfo=self.tz))
 
-    def next_after(self, ms: int) -> int:
-        slot = self.inner.next_after(ms)
-        high = self._high
-        if slot < high and self._fast <= (ms if self._step > 0 else slot):
-            return slot  # the usual answer: a slot on the day asked last, which stands as it is
-        if not self._step and high <= slot < high + DAY_MS and high + DAY_MS <= self._span_end:
-            # Skipping, and the slot is on the next day (a daily schedule's usual answer).
-            day = self._day + 1
-            self._low, self._high, self._day = high, high + DAY_MS, day
-            if not self._excluded(day):
-                self._plain, self._fast = True, high
-                return slot
-            self._plain, self._fast = False, high + DAY_MS
-            return self._skipped_after(slot, day, ms)
-        before = self._day if self._low <= ms < self._high else None  # the day of ms, if known
-        day = self.day_of(slot)
-        if self._plain and (self._step <= 0 or self._before_is_plain(ms, before)):
-            return slot
-        if self._step == 0:
-            return self._skipped_after(slot, day, ms)
-        return self._moved_after(ms, self._step)
-
-    def _before_is_plain(self, ms: int, known: int | None) -> bool:
-        """Whether no slot moved forward can land between ``ms`` and the next inner slot: the
-        day of ``ms`` (``known``, or found) and the day before it are open, or the slots moved
-        onto it are all past (later days up to the slot have no slots, or the slot's own day
-        says)."""
-        day = known if known is not None else self._ms_day(ms)
-        excluded = self._excluded
-        if excluded(day):
-            return False
-        if not excluded(day - 1):
-            return True
-        landed, landing = self._landing  # the slots moved onto that day, when known
-        return landed == day and (not landing or landing[-1] <= ms)
-
-    def _ms_day(self, ms: int) -> int:
-        """The local day of ``ms`` without moving the remembered day."""
-        if self._low <= ms < self._high:
-            return self._day
-        return to_datetime(ms).astimezone(self.tz).toordinal()
-
-    def _skipped_after(self, slot: int, day: int, ms: int) -> int:
-        calendar, inner = self.calendar, self.inner
-        first = day
-        while calendar.excluded(day):
-            if day - first > HORIZON_DAYS:
-                raise self._never(ms)
-            slot = inner.next_after(max(slot, self.day_start(calendar.next_open(day)) - 1))
-            day = self.day_of(slot)
-        return slot
-
-    def _moved_after(self, ms: int, step: int) -> int:
-        calendar = self.calendar
-        day = calendar.next_open(self._ms_day(ms))
-        first = day
-        while day - first <= HORIZON_DAYS:
-            if calendar.excluded(day - step):
-                landing = self.landing(day)
-                at = bisect_right(landing, ms)
-                if at < len(landing):
-                    return landing[at]
-                following = self.inner.next_after(max(ms, self.day_start(day + 1) - 1))
-            else:  # nothing moves onto this day: its own next slot, if it has one
-                following = self.inner.next_after(max(ms, self.day_start(day) - 1))
-                if following < self.day_start(day + 1):
-                    return following
-            later = self._ms_day(following)
-            if not calendar.excluded(later):
-                day = later
-            elif step < 0 and (back := calendar.next_open(later, -1)) > day:
-                day = back
-            else:
-                day = calendar.next_open(later)
-        raise self._never(ms)
-
-    def landing(self, day: int) -> list[int]:
-        """Every slot on open day ``day``: its own and those moved onto it, in order."""
-        if self._landing[0] == day:
-            return self._landing[1]
-        found = set(self._own(day))
-        step = -self._step
-        source = day + step
-        while self.calendar.excluded(source) and abs(source - day) <= HORIZON_DAYS:
-            found.update(self.moved(slot, day) for slot in self._own(source))
-            source += step
-        landing = sorted(found)
-        self._landing = (day, landing)
-        return landing
-
-    def _own(self, day: int) -> list[int]:
-        """The inner slots on local day ``day``."""
-        end = self.day_start(day + 1)
-        slots, slot = [], self.inner.next_after(self.day_start(day) - 1)
+    def landing(self, day: int, low: int, high: int) -> tuple[list[int], int]:
+        """Every slot on open day ``day`` (from ``low`` to ``high``), its own and those moved
+        onto it from the excluded days next to it, in order; and the first inner slot past
+        them all. One walk of the inner slots over those days."""
+        excluded, day_start = self._excluded, self.day_start
+        if self._step > 0:
+            first = day - 1
+            while excluded(first - 1) and day - first < HORIZON_DAYS:
+                first -= 1
+            starts = [*(day_start(ordinal) for ordinal in range(first, day)), low, high]
+        else:
+            first, last = day, day + 1
+            while excluded(last + 1) and last - day < HORIZON_DAYS:
+                last += 1
+            starts = [low, high, *(day_start(ordinal) for ordinal in range(day + 2, last + 2))]
+        found, inner, index, end = set(), self.inner, 0, starts[-1]
+        span = self._span_of(starts[0] // 1000)
+        # No change of offset over those days: a slot moves by whole days.
+        shift = span[0] * 1000 <= starts[0] and end <= span[1] * 1000
+        slot = inner.next_after(starts[0] - 1)
         while slot < end:
-            slots.append(slot)
-            slot = self.inner.next_after(slot)
-        return slots
+            while slot >= starts[index + 1]:
+                index += 1
+            if first + index == day:
+                found.add(slot)
+            else:
+                found.add(slot + (day - first - index) * DAY_MS if shift else self.moved(slot, day))
+            slot = inner.next_after(slot)
+        return sorted(found), slot
 
     def moved(self, slot: int, day: int) -> int:
         """Slot ``slot`` at the same local time of day on day ``day``."""
+        seconds, part = divmod(slot, 1000)
+        first, last, offset = self._span_of(seconds)
+        midnight = (day - EPOCH_ORDINAL) * DAY_S - offset
+        guess = midnight + (seconds + offset) % DAY_S
+        if first <= midnight and guess < last:  # one offset from its day's start: arithmetic
+            return guess * 1000 + part
         local = to_datetime(slot).astimezone(self.tz)
         target = datetime.combine(date.fromordinal(day), local.time(), tzinfo=self.tz)
         return to_ms(target.replace(fold=local.fold))
@@ -397,8 +407,8 @@ class CalendarSlots(Slots):
     def fate(self, slot: int) -> int | None:
         """Where inner slot ``slot`` goes: itself on an open day, None when skipped, or the
         instant it is moved to."""
-        day = self._ms_day(slot)
-        if not self.calendar.excluded(day):
+        day = self.day_of(slot)
+        if not self._excluded(day):
             return slot
         if self._step == 0:
             return None

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -25,15 +26,18 @@ def beat(
     timeout: float = 20,
     django: bool = False,
     until: str | None = None,
+    app: str = "tests.beat.config_app",
+    extra: dict[str, str] | None = None,
 ) -> tuple[int | None, str]:
-    """Run ``celery beat`` on the config app; its exit code (None if still running after
-    ``timeout`` seconds, or once it printed ``until``, then stopped) and everything it
-    printed."""
+    """Run ``celery beat`` on the config app (or ``app``, with ``extra`` in its environment);
+    its exit code (None if still running after ``timeout`` seconds, or once it printed
+    ``until``, then stopped) and everything it printed."""
     env = {**os.environ, "HASHBEAT_CONFIG": json.dumps(config), "PYTHONPATH": str(ROOT)}
+    env.update(extra or {})
     if django:
         env["HASHBEAT_DJANGO"] = "1"
     command = [
-        sys.executable, "-m", "celery", "-A", "tests.beat.config_app", "beat",
+        sys.executable, "-m", "celery", "-A", app, "beat",
         "-S", "celery_hashbeat.Scheduler", "--loglevel=INFO", *args,
     ]  # fmt: skip
     with (
@@ -165,6 +169,43 @@ def test_a_bad_entry_is_skipped_by_name_and_the_others_run(tmp_path: Path) -> No
     skipped = [line for line in output.splitlines() if "skipping" in line]
     assert len(skipped) == 1 and "'bad'" in skipped[0] and "catchup" in skipped[0], output
     assert "Sending due task good (t.good)" in output, output
+
+
+def one_shot_beat(
+    store: str, instant: datetime, until: str, timeout: float = 15
+) -> tuple[int | None, str]:
+    """``celery beat`` on tests/beat/oneshot_app.py: its ``once`` entry at ``instant``, the
+    catch-up ``skip``, beside an entry due every second."""
+    config = {"hashbeat_store_url": store, "hashbeat_catch_up": "skip"}
+    extra = {"HASHBEAT_AT": instant.isoformat(), "HASHBEAT_EXCLUDE": "2020-01-01"}
+    return beat(config, timeout=timeout, until=until, app="tests.beat.oneshot_app", extra=extra)
+
+
+def test_a_past_one_shot_that_its_catch_up_would_never_send_is_refused_by_name(
+    tmp_path: Path,
+) -> None:
+    past = datetime.now(timezone.utc) - timedelta(hours=1)
+    code, output = one_shot_beat(f"sqlite:///{tmp_path}/store.sqlite", past, "shop.tick")
+    assert code is None, output  # still running: the mistake is the entry's, not beat's
+    assert "Traceback" not in output, output
+    refused = [line for line in output.splitlines() if "'once'" in line]
+    assert len(refused) == 1, output
+    assert "ERROR" in refused[0] and "has passed" in refused[0], refused
+    assert "give a later instant" in refused[0] and "catch_up 'latest'" in refused[0], refused
+    assert "Sending due task ticks (shop.tick)" in output, output
+
+
+def test_a_one_shot_done_before_a_restart_is_not_refused_after_it(tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path}/store.sqlite"
+    # Far enough ahead that a beat slow to start on a busy machine still reads it as to come.
+    instant = datetime.now(timezone.utc).replace(microsecond=0) + timedelta(seconds=10)
+    code, output = one_shot_beat(store, instant, "Sending due task once", timeout=30)
+    assert "Sending due task once (shop.once)" in output, output
+    wait_until(lambda: datetime.now(timezone.utc) > instant + timedelta(seconds=1), 5, 0.1)
+    code, output = one_shot_beat(store, instant, "Sending due task ticks")
+    assert code is None and "Traceback" not in output, output
+    assert "shop.once" not in output, output
+    assert not [line for line in output.splitlines() if "ERROR" in line], output
 
 
 def warnings_about(name: str, output: str) -> list[str]:

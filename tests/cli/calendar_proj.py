@@ -25,3 +25,9 @@ app.conf.update(
         "launch": {"task": "proj.launch", "schedule": at("2031-06-01T09:00:00+02:00")},
     },
 )
+if os.environ.get("HASHBEAT_CLOSED"):  # a range of days, for an hourly entry to skip
+    app.conf.beat_schedule["closed"] = {
+        "task": "proj.report",
+        "schedule": hashcron("0 * * * *"),
+        "exclude": [os.environ["HASHBEAT_CLOSED"]],
+    }

@@ -4,7 +4,8 @@ tests/cli/proj.py takes them.
 
 Release 2 removes ``gone``, changes ``hourly``'s expression, adds ``report-192`` to the balanced
 ``H * * * *`` entries (its hashed minute is ``report-a``'s, which the balancer then moves) and
-leaves ``steady`` alone."""
+leaves ``steady`` alone. With $HASHBEAT_ICAL (a file's path), both releases have ``closed``, a
+daily entry excluding that iCalendar file's days."""
 
 from __future__ import annotations
 
@@ -31,6 +32,12 @@ else:
     schedule["report-192"] = {
         "task": "deploy.report",
         "schedule": hashcron("H * * * *", balanced=True),
+    }
+
+if os.environ.get("HASHBEAT_ICAL"):
+    schedule["closed"] = {
+        "task": "deploy.closed",
+        "schedule": hashcron("H 9 * * *", exclude=[f"ical:{os.environ['HASHBEAT_ICAL']}"]),
     }
 
 app = Celery("deploy", set_as_current=False)

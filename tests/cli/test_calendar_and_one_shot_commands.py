@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 from collections.abc import Callable
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, time, timedelta, timezone
 
 from celery_hashbeat.control.definitions import decode
 from celery_hashbeat.store import Store
@@ -168,6 +168,29 @@ def test_schedule_lists_one_shots_and_calendars(run: Run) -> None:
     )["entries"]
     launch_row = next(row for row in rows if row["name"] == "launch")
     assert launch_row["kind"] == "at" and launch_row["next_ms"] == 1_938_063_600_000
+
+
+def test_schedule_says_how_many_slots_before_the_next_run_its_calendar_leaves_out(
+    run: Run,
+) -> None:
+    # Hourly at :00 (UTC), today and the next two days excluded: the next run is at midnight
+    # three days on, and every hour from now until then is left out.
+    now = datetime.now(timezone.utc)
+    today = now.date()
+    closed = f"{today}..{today + timedelta(days=2)}"
+    out = ok(
+        run(
+            "hashbeat", "schedule", "-A", "tests.cli.calendar_proj", "--no-store",
+            env={"HASHBEAT_CLOSED": closed},
+        )
+    )  # fmt: skip
+    midnight = datetime.combine(today + timedelta(days=3), time(), tzinfo=timezone.utc)
+    hours = int((midnight - now) // timedelta(hours=1))  # the :00 slots after now, before it
+    line = next(line for line in out.splitlines() if line.startswith("closed: before"))
+    assert line in (
+        f"closed: before its next run, the calendar leaves out {n} slot(s) and moves 0"
+        for n in (hours - 1, hours)  # an hour may pass before the command reads the clock
+    ), line
 
 
 def test_spread_counts_what_calendars_leave_out_and_move(run: Run) -> None:

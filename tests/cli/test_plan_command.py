@@ -63,6 +63,34 @@ def test_a_plan_of_the_release_running_changes_nothing_and_another_release_lists
     assert "~ hourly: changed" in text.stdout
 
 
+def ics(day: str) -> str:
+    return (
+        "BEGIN:VCALENDAR\r\nVERSION:2.0\r\n"
+        f"BEGIN:VEVENT\r\nDTSTART;VALUE=DATE:{day}\r\nSUMMARY:closed\r\nEND:VEVENT\r\n"
+        "END:VCALENDAR\r\n"
+    )
+
+
+def test_a_plan_after_an_ical_file_changed_says_the_schedule_changed(
+    run: Run, store: Store, redis_url: str, key_prefix: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "closed.ics"
+    path.write_text(ics("20270310"))
+    env = {"HASHBEAT_RELEASE": "1", "HASHBEAT_ICAL": str(path)}
+    beat_env = {**env, "HASHBEAT_TEST_STORE_URL": redis_url, "HASHBEAT_TEST_PREFIX": key_prefix}
+    with ProcessGroup(tmp_path) as group:
+        beat = group.start("beat", celery_beat_args(APP, tmp_path, "beat"), beat_env)
+        assert wait_until(lambda: store.leader() is not None and store.schedules(), 30), (
+            beat.log_tail()
+        )
+        same = run("hashbeat", "plan", "-A", APP, env=env)
+        path.write_text(ics("20270311"))
+        changed = run("hashbeat", "plan", "-A", APP, env=env)
+    assert same.returncode == 0, same.stdout + same.stderr
+    assert changed.returncode == 2, changed.stdout + changed.stderr
+    assert "a file an entry reads" in changed.stdout, changed.stdout
+
+
 def test_a_plan_with_no_beat_running_says_there_is_nothing_to_compare_with(run: Run) -> None:
     done = run("hashbeat", "plan", "-A", APP)
     assert done.returncode == 3

@@ -214,3 +214,48 @@ def test_without_the_holidays_package_the_error_names_the_extra() -> None:
     ).stdout
     assert "celery-hashbeat[holidays]" in shown and "holidays:US" in shown
     assert len(shown.strip().splitlines()) == 1
+
+
+def moved_by_hand(
+    expression: str, tz: ZoneInfo, closed: set[date], step: int, year: int
+) -> list[datetime]:
+    """The oracle for a moved year: every plain slot (croniter-free: the expression's own
+    ``next``, no calendar), each on a closed day put on the nearest open day in direction
+    ``step`` at the same wall time, once each."""
+    plain = CronSlots(parse(expression, key="k", tz=tz))
+    found: set[datetime] = set()
+    ms = to_ms(datetime(year - 1, 12, 1, tzinfo=tz))
+    end = to_ms(datetime(year + 1, 2, 1, tzinfo=tz))
+    while (ms := plain.next_after(ms)) < end:
+        local = to_datetime(ms).astimezone(tz)
+        day = local.date()
+        while day in closed:
+            day += timedelta(days=step)
+        moved = datetime.combine(day, local.time(), tzinfo=tz).replace(fold=local.fold)
+        found.add(to_datetime(to_ms(moved)).astimezone(tz))  # wall time made a real instant
+    return sorted(moment for moment in found if moment.year == year)
+
+
+@pytest.mark.parametrize("mode", ["next_business_day", "previous_business_day"])
+@pytest.mark.parametrize(
+    ("expression", "tz"),
+    [
+        ("H 9 * * *", NEW_YORK),
+        ("H/20 H(8-17) * * *", MUNICH),
+        ("30 2 * * *", MUNICH),  # in the spring gap once a year
+        ("H H * * mon,wed", NEW_YORK),
+    ],
+)
+def test_a_year_of_moved_slots_is_each_slot_put_on_its_nearest_open_day(
+    expression: str, tz: ZoneInfo, mode: str
+) -> None:
+    oracle = holidays.country_holidays("US", years=range(2026, 2029))
+    closed = {d for d in days_of(2026) + days_of(2027) + days_of(2028) if d.weekday() >= 5}
+    closed |= set(oracle) | {date(2027, 3, 28), date(2027, 10, 31)}  # the change days in Munich
+    specs = ["sat,sun", "holidays:US", "2027-03-28", "2027-10-31"]
+    slots = CalendarSlots(
+        CronSlots(parse(expression, key="k", tz=tz)), parse_calendar(specs), tz, mode
+    )
+    step = 1 if mode == "next_business_day" else -1
+
+    assert year_of_slots(slots, 2027, tz) == moved_by_hand(expression, tz, closed, step, 2027)
