@@ -93,8 +93,10 @@ def test_every_beat_computes_the_same_assignment_and_the_leader_stores_it(
     first, second = schedulers(clock), schedulers(clock)
     assert minutes(first) == minutes(second)
     ticks(first, second)
-    stored = json.loads(store.shared("balance") or "{}")
-    assert {name: offsets[0] for name, offsets in stored.items()} == minutes(first)
+    stored = json.loads(store.shared("balance") or "{}")  # as docs/seeding.md describes it
+    [group] = stored["groups"]
+    assert group["sizes"] == [60]
+    assert dict(zip(group["entries"], group["slots"], strict=True)) == minutes(first)
 
 
 def test_an_added_entry_moves_few_others(app: Celery, schedulers: Make) -> None:
