@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Hashable, Iterable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from celery_hashbeat.entries.building import as_definition
 from celery_hashbeat.expr import CronSyntaxError
@@ -30,19 +30,30 @@ from celery_hashbeat.schedules import hashcron
 class Group:
     """Balanced entries that compete for the same slots, and the slot each of them holds."""
 
-    __slots__ = ("_offsets", "identity", "keys", "sizes", "slot_of", "terms", "tight")
+    __slots__ = ("_offsets", "identity", "keyed", "keys", "sizes", "slot_of", "terms", "tight")
 
     def __init__(self, identity: Hashable, terms: tuple[Term, ...], tight: bool) -> None:
         self.identity = identity
         self.terms = terms
         self.sizes = tuple(term.count for term in terms)
         self.tight = tight
-        #: Member -> the key its hash terms draw from.
+        #: Member -> the key its hash terms draw from (set here for a member keyed by its name,
+        #: through ``join`` for any other).
         self.keys: dict[str, Key] = {}
+        #: How many members draw from a key other than their name (without any, the keys
+        #: are distinct).
+        self.keyed = 0
         #: Member -> its slot (``expr.balance.offsets_at``), as last placed: members that left
         #: are kept until the group is placed again.
         self.slot_of: dict[str, int] = {}
         self._offsets: dict[int, tuple[int, ...]] = {}
+
+    def join(self, name: str, key: Key) -> None:
+        self.keys[name] = key
+        self.keyed += key != name
+
+    def leave(self, name: str) -> None:
+        self.keyed -= self.keys.pop(name) != name
 
     def offsets(self, slot: int) -> tuple[int, ...]:
         """The offsets of ``slot``: one tuple per slot, however many members hold it."""
@@ -51,24 +62,35 @@ class Group:
             found = self._offsets[slot] = offsets_at(slot, self.sizes)
         return found
 
-    def replace(self, fresh: set[str]) -> tuple[list[str], list[int]]:
+    def replace(self, fresh: set[str]) -> tuple[list[str], list[tuple[int, ...]]]:
         """Place the members afresh; those that moved, came, or are in ``fresh`` (given a new
-        definition), and their slots, in the order they joined."""
+        definition), and their offsets, in the order they joined."""
         names = list(self.keys)
-        keys = list(self.keys.values())
-        distinct = list(dict.fromkeys(keys))
-        slots = place(distinct, self.terms, tight=self.tight)
-        if len(distinct) < len(keys):  # members that share a key share its slot
-            slots = list(map(dict(zip(distinct, slots, strict=True)).__getitem__, keys))
+        if self.keyed:  # members that share a key share its slot
+            keys = list(self.keys.values())
+            distinct = list(dict.fromkeys(keys))
+            found = dict(zip(distinct, place(distinct, self.terms, tight=self.tight), strict=True))
+            slots = list(map(found.__getitem__, keys))
+        else:
+            slots = place(names, self.terms, tight=self.tight)
         before, self.slot_of = self.slot_of, dict(zip(names, slots, strict=True))
-        if not before:
-            return names, slots
-        moved = [
-            at
-            for at, (name, slot) in enumerate(zip(names, slots, strict=True))
-            if before.get(name) != slot or name in fresh
-        ]
-        return [names[at] for at in moved], [slots[at] for at in moved]
+        if before:
+            moved = [
+                at
+                for at, (name, slot) in enumerate(zip(names, slots, strict=True))
+                if before.get(name) != slot or name in fresh
+            ]
+            names, slots = [names[at] for at in moved], [slots[at] for at in moved]
+        table = {slot: self.offsets(slot) for slot in set(slots)}
+        return names, list(map(table.__getitem__, slots))
+
+
+class Placed(NamedTuple):
+    """What the balancer hands back: the schedules of balanced entries at their offsets, by
+    name, and the definitions of entries not given whose values moved, to be built again."""
+
+    schedules: dict[str, hashcron]
+    moved: dict[str, Mapping[str, Any]]
 
 
 class Balancer:
@@ -87,9 +109,6 @@ class Balancer:
         self.version = 0
         #: Placed schedules, shared by the entries whose schedules and offsets agree.
         self._schedules: dict[tuple[Any, ...], hashcron] = {}
-        #: (expression, zone, day rule) -> its hash terms and the identity of the group of its
-        #: entries that are not copies on workers (made once: there may be a million of them).
-        self._kinds: dict[tuple[str, str, bool], tuple[tuple[Term, ...], tuple[Any, ...]]] = {}
 
     @property
     def offsets(self) -> dict[str, tuple[int, ...]]:
@@ -100,33 +119,47 @@ class Balancer:
             for name, slot in group.slot_of.items()
         }
 
-    def take(self, definitions: Mapping[str, Any]) -> dict[str, Any]:
-        """``definitions`` (added or replaced) with balanced schedules placed, and the
-        definitions of other entries whose values moved."""
+    def take(self, definitions: Mapping[str, Any]) -> Placed:
+        """Take ``definitions`` (added or replaced): the schedules of the balanced ones, and
+        of others whose values moved, with those others' definitions."""
         touched: set[Group] = set()
         fresh: set[str] = set()
-        group_of, kept = self.group_of, self.definitions
+        group_of, kept, parent_of = self.group_of, self.definitions, self.parent_of
+        #: (expression, zone, day rule, balanced, parent) -> the group, or None: found once.
+        kinds: dict[tuple[Any, ...], Group | None] = {}
         for name, definition in definitions.items():
             if name in group_of:
                 touched.add(self._forget(name))
                 fresh.add(name)
-            mapping = as_definition(definition)
-            joined = None if mapping is None else self._join(name, mapping)
-            if joined is None or mapping is None:
+            mapping = definition if type(definition) is dict else as_definition(definition)
+            if mapping is None:
                 continue
-            group, key = joined
-            group.keys[name] = key
+            given = mapping.get("schedule")
+            if not isinstance(given, hashcron) or not isinstance(given.expr, str):
+                continue  # building the entry reports a bad expression, by name
+            zone = None if given.zone is None else str(given.zone)
+            kind = (given.expr, zone, given.day_and, given.balanced, parent_of(name))
+            group = kinds.get(kind)
+            if group is None:
+                if kind in kinds:
+                    continue
+                group = kinds[kind] = self._group(*kind)
+                if group is None:
+                    continue
+            if given.key is None:
+                group.keys[name] = name
+            else:
+                group.join(name, given.key)
             group_of[name] = group
             kept[name] = mapping
-            touched.add(group)
-        result = dict(definitions)
-        result.update(self._assign(touched, fresh))
-        return result
+        touched.update(group for group in kinds.values() if group is not None)
+        return self._assign(touched, fresh, definitions)
 
-    def drop(self, names: Iterable[str]) -> dict[str, Any]:
-        """Forget entries that left the schedule; the definitions of those whose values moved."""
+    def drop(self, names: Iterable[str]) -> Placed:
+        """Forget entries that left the schedule; the schedules and definitions of those whose
+        values moved."""
         group_of = self.group_of
-        return self._assign({self._forget(name) for name in names if name in group_of}, set())
+        return self._assign({self._forget(name) for name in names if name in group_of}, set(), {})
 
     def stored_form(self) -> str:
         """The assignment as the store keeps it: JSON, ``{"groups": [{"sizes": [60], "entries":
@@ -144,63 +177,59 @@ class Balancer:
         ]
         return json.dumps({"groups": groups}, separators=(",", ":"))
 
-    def _join(self, name: str, mapping: Mapping[str, Any]) -> tuple[Group, Key] | None:
-        """The group of entry ``name`` and the key its terms draw from; None when it is not
-        balanced."""
-        given = mapping.get("schedule")
-        if not isinstance(given, hashcron):
+    def _group(
+        self,
+        expression: str,
+        zone: str | None,
+        day_and: bool,
+        balanced: bool | None,
+        parent: str | None,
+    ) -> Group | None:
+        """The group of the entries with these schedules (copies of ``parent``, if given);
+        None when they are not balanced."""
+        if not (self.default if balanced is None else balanced):
             return None
-        if not (self.default if given.balanced is None else given.balanced):
-            return None
-        if not isinstance(given.expr, str):
+        try:
+            terms, shape = terms_of(expression), shape_of(expression)
+        except CronSyntaxError:
             return None  # building the entry reports it, by name
-        zone = str(given.zone) if given.zone is not None else self.zone
-        kind = self._kinds.get((given.expr, zone, given.day_and))
-        if kind is None:
-            try:
-                terms = terms_of(given.expr)
-                shape = (shape_of(given.expr), zone, given.day_and, None)
-            except CronSyntaxError:
-                return None  # as above
-            kind = self._kinds[given.expr, zone, given.day_and] = (terms, shape)
-        terms, identity = kind
         if not terms:
             return None
-        parent = self.parent_of(name)
-        if parent is not None:
-            identity = (*identity[:-1], parent)
+        identity = (shape, self.zone if zone is None else zone, day_and, parent)
         group = self._groups.get(identity)
         if group is None:
             group = self._groups[identity] = Group(identity, terms, parent is not None)
-        return group, given.key if given.key is not None else name
+        return group
 
     def _forget(self, name: str) -> Group:
         """Take out a member; its group."""
         group = self.group_of.pop(name)
-        del group.keys[name], self.definitions[name]
+        group.leave(name)
+        del self.definitions[name]
         self.version += 1
         return group
 
-    def _assign(self, groups: set[Group], fresh: set[str]) -> dict[str, dict[str, Any]]:
-        """Place the ``groups`` afresh; the definitions of the members that moved or came, and
-        the ``fresh`` ones, with their schedules at their offsets."""
+    def _assign(self, groups: set[Group], fresh: set[str], given: Mapping[str, Any]) -> Placed:
+        """Place the ``groups`` afresh: the schedules of the members that moved or came, and
+        of the ``fresh`` ones; the definitions of those moved that are not ``given``."""
         definitions, schedules = self.definitions, self._schedules
-        placed = {}
+        placed = Placed({}, {})
         for group in groups:
             if not group.keys:
                 del self._groups[group.identity]
                 continue
-            names, slots = group.replace(fresh)
-            for name, slot in zip(names, slots, strict=True):
-                offsets = group.offsets(slot)
+            names, values = group.replace(fresh)
+            for name, offsets in zip(names, values, strict=True):
                 definition = definitions[name]
                 schedule = definition["schedule"]
                 identity = (*schedule._identity(), offsets)
                 found = schedules.get(identity)
                 if found is None:
                     found = schedules[identity] = schedule.placed(offsets)
-                placed[name] = {**definition, "schedule": found}
-        self.version += bool(placed)
+                placed.schedules[name] = found
+                if name not in given:
+                    placed.moved[name] = definition
+        self.version += bool(placed.schedules)
         return placed
 
 
