@@ -17,6 +17,7 @@ the members of each occupied slot, which is also the form the store keeps.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any, NamedTuple
 
@@ -30,7 +31,7 @@ from celery_hashbeat.schedules import hashcron
 class Group:
     """Balanced entries that compete for the same slots, and the slot each of them holds."""
 
-    __slots__ = ("_offsets", "identity", "keyed", "keys", "sizes", "slot_of", "terms", "tight")
+    __slots__ = ("identity", "keyed", "keys", "sizes", "slot_of", "terms", "tight")
 
     def __init__(self, identity: Hashable, terms: tuple[Term, ...], tight: bool) -> None:
         self.identity = identity
@@ -46,7 +47,6 @@ class Group:
         #: Member -> its slot (``expr.balance.offsets_at``), as last placed: members that left
         #: are kept until the group is placed again.
         self.slot_of: dict[str, int] = {}
-        self._offsets: dict[int, tuple[int, ...]] = {}
 
     def join(self, name: str, key: Key) -> None:
         self.keys[name] = key
@@ -55,12 +55,15 @@ class Group:
     def leave(self, name: str) -> None:
         self.keyed -= self.keys.pop(name) != name
 
-    def offsets(self, slot: int) -> tuple[int, ...]:
-        """The offsets of ``slot``: one tuple per slot, however many members hold it."""
-        found = self._offsets.get(slot)
-        if found is None:
-            found = self._offsets[slot] = offsets_at(slot, self.sizes)
-        return found
+    def offsets_of(self, slots: list[int]) -> list[tuple[int, ...]]:
+        """The offsets of each of ``slots``: one tuple per slot, however many members hold it."""
+        total = math.prod(self.sizes)
+        table: Mapping[int, tuple[int, ...]] | list[tuple[int, ...]]
+        if total <= len(slots):
+            table = [offsets_at(slot, self.sizes) for slot in range(total)]
+        else:
+            table = {slot: offsets_at(slot, self.sizes) for slot in set(slots)}
+        return list(map(table.__getitem__, slots))
 
     def replace(self, fresh: set[str]) -> tuple[list[str], list[tuple[int, ...]]]:
         """Place the members afresh; those that moved, came, or are in ``fresh`` (given a new
@@ -81,8 +84,7 @@ class Group:
                 if before.get(name) != slot or name in fresh
             ]
             names, slots = [names[at] for at in moved], [slots[at] for at in moved]
-        table = {slot: self.offsets(slot) for slot in set(slots)}
-        return names, list(map(table.__getitem__, slots))
+        return names, self.offsets_of(slots)
 
 
 class Placed(NamedTuple):
@@ -113,11 +115,11 @@ class Balancer:
     @property
     def offsets(self) -> dict[str, tuple[int, ...]]:
         """Balanced entry -> the offsets of its hash terms now."""
-        return {
-            name: group.offsets(slot)
-            for group in self._groups.values()
-            for name, slot in group.slot_of.items()
-        }
+        offsets: dict[str, tuple[int, ...]] = {}
+        for group in self._groups.values():
+            slot_of = group.slot_of
+            offsets.update(zip(slot_of, group.offsets_of(list(slot_of.values())), strict=True))
+        return offsets
 
     def take(self, definitions: Mapping[str, Any]) -> Placed:
         """Take ``definitions`` (added or replaced): the schedules of the balanced ones, and
@@ -214,6 +216,7 @@ class Balancer:
         of the ``fresh`` ones; the definitions of those moved that are not ``given``."""
         definitions, schedules = self.definitions, self._schedules
         placed = Placed({}, {})
+        placed_schedules, moved = placed
         for group in groups:
             if not group.keys:
                 del self._groups[group.identity]
@@ -226,10 +229,10 @@ class Balancer:
                 found = schedules.get(identity)
                 if found is None:
                     found = schedules[identity] = schedule.placed(offsets)
-                placed.schedules[name] = found
+                placed_schedules[name] = found
                 if name not in given:
-                    placed.moved[name] = definition
-        self.version += bool(placed.schedules)
+                    moved[name] = definition
+        self.version += bool(placed_schedules)
         return placed
 
 
