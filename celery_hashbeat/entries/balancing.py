@@ -9,16 +9,17 @@ enough. Each group's assignment is a function of its members alone (``expr.balan
 recomputed when a member comes or goes; the definitions of members whose values moved are handed
 back, to be built again.
 
-A million balanced entries start within seconds (docs/design.md §7), so what is kept per entry is
-plain: its definition, its group and its key in dicts by name; a group keeps its assignment as
-the members of each occupied slot, which is also the form the store keeps.
+A million balanced entries start within seconds (docs/design.md §16), so what is kept per entry
+is plain: its definition, group, key and slot (an int) in dicts by name, no record of its own;
+the placed schedules go to the build by name, and the store keeps each group's entries and
+slots as two flat lists.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from typing import Any, NamedTuple
 
 from celery_hashbeat.entries.building import as_definition
@@ -49,10 +50,12 @@ class Group:
         self.slot_of: dict[str, int] = {}
 
     def join(self, name: str, key: Key) -> None:
+        """Add member ``name``, whose hash terms draw from ``key``."""
         self.keys[name] = key
         self.keyed += key != name
 
     def leave(self, name: str) -> None:
+        """Take member ``name`` out (it keeps its slot until the group is placed again)."""
         self.keyed -= self.keys.pop(name) != name
 
     def offsets_of(self, slots: list[int]) -> list[tuple[int, ...]]:
@@ -98,10 +101,11 @@ class Placed(NamedTuple):
 class Balancer:
     """The balanced entries of one schedule and the values assigned to them."""
 
-    def __init__(self, default: bool, zone: str, parent_of: Callable[[str], str | None]) -> None:
+    def __init__(self, default: bool, zone: str, parents: Mapping[str, str]) -> None:
         self.default = default
         self.zone = zone
-        self.parent_of = parent_of
+        #: Copy on a worker -> the entry it copies (``FanOut.parents``).
+        self.parents = parents
         #: Balanced entry -> its definition, as given.
         self.definitions: dict[str, Mapping[str, Any]] = {}
         #: Balanced entry -> its group.
@@ -126,7 +130,7 @@ class Balancer:
         of others whose values moved, with those others' definitions."""
         touched: set[Group] = set()
         fresh: set[str] = set()
-        group_of, kept, parent_of = self.group_of, self.definitions, self.parent_of
+        group_of, kept, parents = self.group_of, self.definitions, self.parents
         #: (expression, zone, day rule, balanced, parent) -> the group, or None: found once.
         kinds: dict[tuple[Any, ...], Group | None] = {}
         for name, definition in definitions.items():
@@ -140,7 +144,7 @@ class Balancer:
             if not isinstance(given, hashcron) or not isinstance(given.expr, str):
                 continue  # building the entry reports a bad expression, by name
             zone = None if given.zone is None else str(given.zone)
-            kind = (given.expr, zone, given.day_and, given.balanced, parent_of(name))
+            kind = (given.expr, zone, given.day_and, given.balanced, parents.get(name))
             group = kinds.get(kind)
             if group is None:
                 if kind in kinds:

@@ -80,7 +80,7 @@ class Catalog:
         self.broken: set[str] = set()
         self.shared = SharedSlots(app)
         self.fanout = FanOut()
-        self.balancer = Balancer(settings.balance, str(app.timezone), self.fanout.parent_of)
+        self.balancer = Balancer(settings.balance, str(app.timezone), self.fanout.parents)
         self._now = now
         self._added = added
         #: Told the name and the message of each entry that cannot run.
