@@ -18,6 +18,7 @@ from celery_hashbeat.cli.loading import (
     zone_option,
 )
 from celery_hashbeat.cli.output import SetupError, StoreFailure
+from celery_hashbeat.entries.balancing import read_stored
 from celery_hashbeat.expr import CronExpr, CronSyntaxError, NoFireTimeError, parse
 from celery_hashbeat.expr.balance import shape_of, terms_of
 from celery_hashbeat.expr.calendar import ON_EXCLUDED, parse_calendar
@@ -216,13 +217,13 @@ def balanced_offsets(app: Celery, key: str, expression: str) -> tuple[tuple[int,
     shape of ``expression``, and where they come from: the leader's assignment in the store, or,
     when the store cannot say, the app's schedule as the Scheduler would balance it."""
     settings = app_settings(app)
-    stored: dict[str, list[int]] = {}
+    stored: dict[str, tuple[int, ...]] = {}
     now = int(time.time() * 1000)
     built = None
     try:
         with connected(settings.store_url, settings.key_prefix, settings.store_options) as store:
             built = build_entries(app, now, store)
-            stored = json.loads(store.shared("balance") or "{}")
+            stored = read_stored(store.shared("balance"))
     except (StoreFailure, SetupError, ValueError):
         pass  # the app's schedule still says what the balancer would choose
     if built is None:
@@ -233,7 +234,7 @@ def balanced_offsets(app: Celery, key: str, expression: str) -> tuple[tuple[int,
     if shape_of(entry.schedule.expr) != shape_of(expression):
         return None
     if fits(stored.get(key), expression):
-        return tuple(stored[key]), "the leader's assignment in the store"
+        return stored[key], "the leader's assignment in the store"
     offsets = built.balanced.get(key)
     return None if offsets is None else (offsets, "as the app's schedule balances it")
 
@@ -242,7 +243,7 @@ def fits(offsets: object, expression: str) -> bool:
     """Whether ``offsets``, read from the store, can place the hash terms of ``expression``."""
     terms = terms_of(expression)
     return (
-        isinstance(offsets, list)
+        isinstance(offsets, tuple)
         and len(offsets) == len(terms)
         and all(
             isinstance(offset, int) and 0 <= offset < term.count

@@ -5,153 +5,259 @@ A ``hashcron`` entry is balanced when it says ``balanced=True``, or says nothing
 ``hashbeat_balance = True``. Balanced entries compete with those of the same shape, zone and day
 rule (``expr.balance.shape_of``); the copies of one entry fanned out to workers form a group of
 their own, dealt out tightly, so that each worker gets a value of its own where the range has
-enough. Each group's assignment is a function of its members alone (``expr.balance.assign``),
+enough. Each group's assignment is a function of its members alone (``expr.balance.place``),
 recomputed when a member comes or goes; the definitions of members whose values moved are handed
 back, to be built again.
+
+A million balanced entries start within seconds (docs/design.md §16), so what is kept per entry
+is plain: its definition, group, key and slot (an int) in dicts by name, no record of its own;
+the placed schedules go to the build by name, and the store keeps each group's entries and
+slots as two flat lists.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Hashable, Iterable, Mapping
+import math
+from collections.abc import Hashable, Iterable, Mapping
 from typing import Any, NamedTuple
 
 from celery_hashbeat.entries.building import as_definition
 from celery_hashbeat.expr import CronSyntaxError
-from celery_hashbeat.expr.balance import Term, assign, shape_of, terms_of
+from celery_hashbeat.expr.balance import Term, offsets_at, place, shape_of, terms_of
 from celery_hashbeat.expr.seeding import Key
 from celery_hashbeat.schedules import hashcron
 
 
-class Member(NamedTuple):
-    """A balanced entry: its group, the key its hash terms draw from, and its definition (a
-    tuple: a hundred thousand of them are made at start)."""
+class Group:
+    """Balanced entries that compete for the same slots, and the slot each of them holds."""
 
-    group: Hashable
-    key: Key
-    terms: tuple[Term, ...]
-    tight: bool
-    definition: Mapping[str, Any]
+    __slots__ = ("identity", "keyed", "keys", "sizes", "slot_of", "terms", "tight")
+
+    def __init__(self, identity: Hashable, terms: tuple[Term, ...], tight: bool) -> None:
+        self.identity = identity
+        self.terms = terms
+        self.sizes = tuple(term.count for term in terms)
+        self.tight = tight
+        #: Member -> the key its hash terms draw from (set here for a member keyed by its name,
+        #: through ``join`` for any other).
+        self.keys: dict[str, Key] = {}
+        #: How many members draw from a key other than their name (without any, the keys
+        #: are distinct).
+        self.keyed = 0
+        #: Member -> its slot (``expr.balance.offsets_at``), as last placed: members that left
+        #: are kept until the group is placed again.
+        self.slot_of: dict[str, int] = {}
+
+    def join(self, name: str, key: Key) -> None:
+        """Add member ``name``, whose hash terms draw from ``key``."""
+        self.keys[name] = key
+        self.keyed += key != name
+
+    def leave(self, name: str) -> None:
+        """Take member ``name`` out (it keeps its slot until the group is placed again)."""
+        self.keyed -= self.keys.pop(name) != name
+
+    def offsets_of(self, slots: list[int]) -> list[tuple[int, ...]]:
+        """The offsets of each of ``slots``: one tuple per slot, however many members hold it."""
+        total = math.prod(self.sizes)
+        table: Mapping[int, tuple[int, ...]] | list[tuple[int, ...]]
+        if total <= len(slots):
+            table = [offsets_at(slot, self.sizes) for slot in range(total)]
+        else:
+            table = {slot: offsets_at(slot, self.sizes) for slot in set(slots)}
+        return list(map(table.__getitem__, slots))
+
+    def replace(self, fresh: set[str]) -> tuple[list[str], list[tuple[int, ...]]]:
+        """Place the members afresh; those that moved, came, or are in ``fresh`` (given a new
+        definition), and their offsets, in the order they joined."""
+        names = list(self.keys)
+        if self.keyed:  # members that share a key share its slot
+            keys = list(self.keys.values())
+            distinct = list(dict.fromkeys(keys))
+            found = dict(zip(distinct, place(distinct, self.terms, tight=self.tight), strict=True))
+            slots = list(map(found.__getitem__, keys))
+        else:
+            slots = place(names, self.terms, tight=self.tight)
+        before, self.slot_of = self.slot_of, dict(zip(names, slots, strict=True))
+        if before:
+            moved = [
+                at
+                for at, (name, slot) in enumerate(zip(names, slots, strict=True))
+                if before.get(name) != slot or name in fresh
+            ]
+            names, slots = [names[at] for at in moved], [slots[at] for at in moved]
+        return names, self.offsets_of(slots)
+
+
+class Placed(NamedTuple):
+    """What the balancer hands back: the schedules of balanced entries at their offsets, by
+    name, and the definitions of entries not given whose values moved, to be built again."""
+
+    schedules: dict[str, hashcron]
+    moved: dict[str, Mapping[str, Any]]
 
 
 class Balancer:
     """The balanced entries of one schedule and the values assigned to them."""
 
-    def __init__(self, default: bool, zone: str, parent_of: Callable[[str], str | None]) -> None:
+    def __init__(self, default: bool, zone: str, parents: Mapping[str, str]) -> None:
         self.default = default
         self.zone = zone
-        self.parent_of = parent_of
-        self.members: dict[str, Member] = {}
-        self.groups: dict[Hashable, set[str]] = {}
-        #: Entry -> the offsets of its hash terms now.
-        self.offsets: dict[str, tuple[int, ...]] = {}
-        #: Counts the changes to ``offsets``, so that a leader stores each assignment once.
+        #: Copy on a worker -> the entry it copies (``FanOut.parents``).
+        self.parents = parents
+        #: Balanced entry -> its definition, as given.
+        self.definitions: dict[str, Mapping[str, Any]] = {}
+        #: Balanced entry -> its group.
+        self.group_of: dict[str, Group] = {}
+        self._groups: dict[Hashable, Group] = {}
+        #: Counts the changes to the assignment, so that a leader stores each one once.
         self.version = 0
         #: Placed schedules, shared by the entries whose schedules and offsets agree.
         self._schedules: dict[tuple[Any, ...], hashcron] = {}
-        #: (expression, zone, day rule) -> its hash terms and the group of its entries that are
-        #: not copies on workers (made once: there may be a hundred thousand of them).
-        self._kinds: dict[tuple[str, str, bool], tuple[tuple[Term, ...], tuple[Any, ...]]] = {}
 
-    def take(self, definitions: Mapping[str, Any]) -> dict[str, Any]:
-        """``definitions`` (added or replaced) with balanced schedules placed, and the
-        definitions of other entries whose values moved."""
-        touched: set[Hashable] = set()
-        members, groups = self.members, self.groups
+    @property
+    def offsets(self) -> dict[str, tuple[int, ...]]:
+        """Balanced entry -> the offsets of its hash terms now."""
+        offsets: dict[str, tuple[int, ...]] = {}
+        for group in self._groups.values():
+            slot_of = group.slot_of
+            offsets.update(zip(slot_of, group.offsets_of(list(slot_of.values())), strict=True))
+        return offsets
+
+    def take(self, definitions: Mapping[str, Any]) -> Placed:
+        """Take ``definitions`` (added or replaced): the schedules of the balanced ones, and
+        of others whose values moved, with those others' definitions."""
+        touched: set[Group] = set()
+        fresh: set[str] = set()
+        group_of, kept, parents = self.group_of, self.definitions, self.parents
+        #: (expression, zone, day rule, balanced, parent) -> the group, or None: found once.
+        kinds: dict[tuple[Any, ...], Group | None] = {}
         for name, definition in definitions.items():
-            if name in members:
+            if name in group_of:
                 touched.add(self._forget(name))
-            member = self._member(name, definition)
-            if member is None:
+                fresh.add(name)
+            mapping = definition if type(definition) is dict else as_definition(definition)
+            if mapping is None:
                 continue
-            members[name] = member
-            names = groups.get(member.group)
-            if names is None:
-                names = groups[member.group] = set()
-            names.add(name)
-            touched.add(member.group)
-        moved = self._assign(touched)
-        result = dict(definitions)
-        result.update(self._placed(moved.union(name for name in definitions if name in members)))
-        return result
+            given = mapping.get("schedule")
+            if not isinstance(given, hashcron) or not isinstance(given.expr, str):
+                continue  # building the entry reports a bad expression, by name
+            zone = None if given.zone is None else str(given.zone)
+            kind = (given.expr, zone, given.day_and, given.balanced, parents.get(name))
+            group = kinds.get(kind)
+            if group is None:
+                if kind in kinds:
+                    continue
+                group = kinds[kind] = self._group(*kind)
+                if group is None:
+                    continue
+            if given.key is None:
+                group.keys[name] = name
+            else:
+                group.join(name, given.key)
+            group_of[name] = group
+            kept[name] = mapping
+        touched.update(group for group in kinds.values() if group is not None)
+        return self._assign(touched, fresh, definitions)
 
-    def drop(self, names: Iterable[str]) -> dict[str, Any]:
-        """Forget entries that left the schedule; the definitions of those whose values moved."""
-        members = self.members
-        touched = {self._forget(name) for name in names if name in members}
-        return self._placed(self._assign(touched))
+    def drop(self, names: Iterable[str]) -> Placed:
+        """Forget entries that left the schedule; the schedules and definitions of those whose
+        values moved."""
+        group_of = self.group_of
+        return self._assign({self._forget(name) for name in names if name in group_of}, set(), {})
 
     def stored_form(self) -> str:
-        """The assignment as the store keeps it: JSON, entry -> offsets, in name order."""
-        return json.dumps(self.offsets, sort_keys=True)
+        """The assignment as the store keeps it: JSON, ``{"groups": [{"sizes": [60], "entries":
+        [...], "slots": [...]}]}``: each group's entries and their slots, side by side (a slot
+        numbers a combination of the hash terms' offsets, the first term counting most, over
+        terms of ``sizes`` values). Written in the first tick of a million entries: two flat
+        lists, no record per entry and no sorting."""
+        groups = [
+            {
+                "sizes": group.sizes,
+                "entries": list(group.slot_of),
+                "slots": list(group.slot_of.values()),
+            }
+            for group in self._groups.values()
+        ]
+        return json.dumps({"groups": groups}, separators=(",", ":"))
 
-    def _member(self, name: str, definition: Any) -> Member | None:
-        mapping = as_definition(definition)
-        given = None if mapping is None else mapping.get("schedule")
-        if not isinstance(given, hashcron):
+    def _group(
+        self,
+        expression: str,
+        zone: str | None,
+        day_and: bool,
+        balanced: bool | None,
+        parent: str | None,
+    ) -> Group | None:
+        """The group of the entries with these schedules (copies of ``parent``, if given);
+        None when they are not balanced."""
+        if not (self.default if balanced is None else balanced):
             return None
-        if not (self.default if given.balanced is None else given.balanced):
-            return None
-        if not isinstance(given.expr, str):
+        try:
+            terms, shape = terms_of(expression), shape_of(expression)
+        except CronSyntaxError:
             return None  # building the entry reports it, by name
-        zone = str(given.zone) if given.zone is not None else self.zone
-        kind = self._kinds.get((given.expr, zone, given.day_and))
-        if kind is None:
-            try:
-                terms = terms_of(given.expr)
-                shape = (shape_of(given.expr), zone, given.day_and, None)
-            except CronSyntaxError:
-                return None  # as above
-            kind = self._kinds[given.expr, zone, given.day_and] = (terms, shape)
-        terms, group = kind
         if not terms:
             return None
-        parent = self.parent_of(name)
-        if parent is not None:
-            group = (*group[:-1], parent)
-        key = given.key if given.key is not None else name
-        assert mapping is not None
-        return Member(group, key, terms, parent is not None, mapping)
+        identity = (shape, self.zone if zone is None else zone, day_and, parent)
+        group = self._groups.get(identity)
+        if group is None:
+            group = self._groups[identity] = Group(identity, terms, parent is not None)
+        return group
 
-    def _forget(self, name: str) -> Hashable:
+    def _forget(self, name: str) -> Group:
         """Take out a member; its group."""
-        member = self.members.pop(name)
-        del self.offsets[name]
+        group = self.group_of.pop(name)
+        group.leave(name)
+        del self.definitions[name]
         self.version += 1
-        self.groups[member.group].discard(name)
-        return member.group
+        return group
 
-    def _assign(self, groups: set[Hashable]) -> set[str]:
-        """Assign the ``groups`` afresh; the entries whose offsets changed or were new."""
-        changed: set[str] = set()
-        members, offsets = self.members, self.offsets
+    def _assign(self, groups: set[Group], fresh: set[str], given: Mapping[str, Any]) -> Placed:
+        """Place the ``groups`` afresh: the schedules of the members that moved or came, and
+        of the ``fresh`` ones; the definitions of those moved that are not ``given``."""
+        definitions, schedules = self.definitions, self._schedules
+        placed = Placed({}, {})
+        placed_schedules, moved = placed
         for group in groups:
-            names = list(self.groups.get(group, ()))
-            if not names:
-                self.groups.pop(group, None)
+            if not group.keys:
+                del self._groups[group.identity]
                 continue
-            keys = [members[name].key for name in names]
-            first = members[names[0]]
-            found = assign(dict.fromkeys(keys), first.terms, tight=first.tight)
-            for name, key in zip(names, keys, strict=True):
-                value = found[key]
-                if offsets.get(name) != value:
-                    offsets[name] = value
-                    changed.add(name)
-        self.version += bool(changed)
-        return changed
-
-    def _placed(self, names: Iterable[str]) -> dict[str, dict[str, Any]]:
-        """The definitions of ``names`` with their schedules at their offsets."""
-        members, offsets, schedules = self.members, self.offsets, self._schedules
-        placed = {}
-        for name in names:
-            definition = members[name].definition
-            schedule = definition["schedule"]
-            value = offsets[name]
-            identity = (*schedule._identity(), value)
-            found = schedules.get(identity)
-            if found is None:
-                found = schedules[identity] = schedule.placed(value)
-            placed[name] = {**definition, "schedule": found}
+            names, values = group.replace(fresh)
+            for name, offsets in zip(names, values, strict=True):
+                definition = definitions[name]
+                schedule = definition["schedule"]
+                identity = (*schedule._identity(), offsets)
+                found = schedules.get(identity)
+                if found is None:
+                    found = schedules[identity] = schedule.placed(offsets)
+                placed_schedules[name] = found
+                if name not in given:
+                    moved[name] = definition
+        self.version += bool(placed_schedules)
         return placed
+
+
+def read_stored(text: str | None) -> dict[str, tuple[int, ...]]:
+    """Entry -> offsets, from the assignment a leader stored (``Balancer.stored_form``, or the
+    ``{entry: [offsets]}`` that leaders before it wrote); raises ValueError if it is neither."""
+    document = json.loads(text or "{}")
+    if not isinstance(document, dict):
+        raise ValueError("the stored balance is not a JSON object")
+    groups = document.get("groups")
+    if not isinstance(groups, list):  # an older leader's document
+        return {
+            name: tuple(offsets) for name, offsets in document.items() if isinstance(offsets, list)
+        }
+    try:
+        return {
+            name: offsets_at(slot, tuple(group["sizes"]))
+            for group in groups
+            for name, slot in zip(group["entries"], group["slots"], strict=True)
+        }
+    except (TypeError, KeyError) as exc:
+        raise ValueError(
+            f"the stored balance is not as Balancer.stored_form writes it: {exc}"
+        ) from exc

@@ -115,10 +115,16 @@ def calendar_keys(entry: Entry) -> dict[str, Any]:
 
 
 def build_entry(
-    name: str, definition: Any, settings: Settings, shared: SharedSlots, now: int
+    name: str,
+    definition: Any,
+    settings: Settings,
+    shared: SharedSlots,
+    now: int,
+    placed: hashcron | None = None,
 ) -> Entry:
     """An Entry from a beat_schedule value (a dict, or a ScheduleEntry), checked by computing its
-    first slot, so a definition that cannot run fails here, naming the entry."""
+    first slot, so a definition that cannot run fails here, naming the entry. ``placed`` is the
+    balancer's schedule for it (docs/design.md §16), in place of the definition's."""
     raw, definition = definition, as_definition(definition)
     if definition is None:
         raise EntryError(f"entry {name!r}: expected a dict, not {type(raw).__name__}")
@@ -136,7 +142,7 @@ def build_entry(
     if not (_is_mapping(kwargs) and _is_mapping(options)):
         raise EntryError(f"entry {name!r}: 'kwargs' and 'options' must be dicts")
     relative = bool(definition.get("relative", False))
-    given = definition.get("schedule")
+    given = definition.get("schedule") if placed is None else placed
     try:
         fingerprint = shared.fingerprint(given, relative)
         if POLICY.isdisjoint(definition):  # most entries: the settings' policy, checked there

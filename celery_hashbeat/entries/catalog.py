@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Container, Iterable, Mapping
+from itertools import chain
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -32,6 +33,7 @@ from celery_hashbeat.expr.slots import to_datetime
 if TYPE_CHECKING:
     from celery import Celery
 
+    from celery_hashbeat.schedules import hashcron
     from celery_hashbeat.settings import Settings
 
 logger = SCHEDULER
@@ -78,7 +80,7 @@ class Catalog:
         self.broken: set[str] = set()
         self.shared = SharedSlots(app)
         self.fanout = FanOut()
-        self.balancer = Balancer(settings.balance, str(app.timezone), self.fanout.parent_of)
+        self.balancer = Balancer(settings.balance, str(app.timezone), self.fanout.parents)
         self._now = now
         self._added = added
         #: Told the name and the message of each entry that cannot run.
@@ -151,9 +153,9 @@ class Catalog:
             if old is not None:
                 old.active = False
                 self.passed_once.discard(name)
-        moved = self.balancer.drop(names)
-        if moved:
-            self._build(moved)
+        placed = self.balancer.drop(names)
+        if placed.moved:
+            self._make(placed.moved.items(), placed.schedules)
 
     def count(self) -> int:
         """The entries in the schedule, as the beats' ``hashbeat_entries`` and the commands
@@ -309,11 +311,20 @@ class Catalog:
         return expansion.plain
 
     def _build(self, definitions: Mapping[str, Any]) -> None:
+        """Build ``definitions`` (added or replaced), and the balanced entries they moved."""
+        placed = self.balancer.take(definitions)
+        self._make(chain(definitions.items(), placed.moved.items()), placed.schedules)
+
+    def _make(self, definitions: Iterable[tuple[str, Any]], placed: Mapping[str, hashcron]) -> None:
+        """Build entries from (name, definition) pairs, balanced ones with the schedules
+        ``placed`` for them; those that cannot run are refused and taken out."""
         now = self._now()
         failed = []
-        for name, definition in self.balancer.take(definitions).items():
+        for name, definition in definitions:
             try:
-                entry = build_entry(name, definition, self.settings, self.shared, now)
+                entry = build_entry(
+                    name, definition, self.settings, self.shared, now, placed.get(name)
+                )
             except EntryError as exc:
                 self._refuse(name, str(exc))
                 failed.append(name)

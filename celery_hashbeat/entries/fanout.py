@@ -96,8 +96,9 @@ class FanOut:
         self.every_worker: dict[str, Mapping[str, Any]] = {}
         #: Fanned entry -> the names of its sub-entries now.
         self.subs: dict[str, set[str]] = {}
-        #: Sub-entry -> its fanned entry: the reverse of ``subs``, asked once per entry.
-        self._parents: dict[str, str] = {}
+        #: Sub-entry -> its fanned entry: the reverse of ``subs``, asked once per entry (the
+        #: balancer reads it for each of a million entries at start: a dict, not a call).
+        self.parents: dict[str, str] = {}
         #: The live workers last known (the store's roster), or None before any census.
         self.nodes: tuple[str, ...] | None = None
 
@@ -135,11 +136,11 @@ class FanOut:
     def _set_subs(self, name: str, subs: Iterable[str]) -> None:
         self._forget_subs(name)
         self.subs[name] = set(subs)
-        self._parents.update(dict.fromkeys(self.subs[name], name))
+        self.parents.update(dict.fromkeys(self.subs[name], name))
 
     def _forget_subs(self, name: str) -> None:
         for sub in self.subs.pop(name, ()):
-            self._parents.pop(sub, None)
+            self.parents.pop(sub, None)
 
     def _forget(self, name: str) -> None:
         self.every_worker.pop(name, None)
@@ -152,7 +153,7 @@ class FanOut:
 
     def parent_of(self, name: str) -> str | None:
         """The fanned entry that ``name`` is a copy of, or None for any other entry."""
-        return self._parents.get(name)
+        return self.parents.get(name)
 
     def is_dynamic(self, name: str) -> bool:
         """Whether entry ``name`` is a sub-entry that comes and goes with the live workers."""

@@ -27,13 +27,12 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from itertools import repeat
 
 from celery_hashbeat.expr.grammar import Template, parse_template
-from celery_hashbeat.expr.seeding import Key, draw, drawn, key_bytes, term_bytes
+from celery_hashbeat.expr.seeding import Key, draw, drawn, draws, key_bytes, term_bytes
 
 #: The seed field of the balancer's own draws (priority and probes); part of the contract of
 #: balanced values, as docs/design.md §3's field names are of hashed ones.
@@ -93,52 +92,64 @@ def assign(
     """Each key's offsets, one per term, balanced over the slots the terms span."""
     if not terms:
         return dict.fromkeys(keys, ())
+    order = list(dict.fromkeys(keys))
+    sizes = tuple(term.count for term in terms)
+    table = [offsets_at(slot, sizes) for slot in range(math.prod(sizes))]
+    return dict(zip(order, map(table.__getitem__, place(order, terms, tight=tight)), strict=True))
+
+
+def place(keys: Sequence[Key], terms: tuple[Term, ...], *, tight: bool = False) -> list[int]:
+    """The slot of each of ``keys`` (distinct; at least one term), by position: a slot numbers
+    a combination of the terms' offsets (``offsets_at``). Plain lists of ints, since a group may
+    have a million members."""
     sizes = tuple(term.count for term in terms)
     slots = math.prod(sizes)
     count = len(keys)
     caps = capacities(count, slots, tight=tight)
     # One sha256 per term and key: the first term's draw is also the key's priority.
-    order = list(keys)
-    encoded = [key.encode() if type(key) is str else key_bytes(key) for key in order]
-    columns = [_draws(encoded, term) for term in terms]
-    firsts = columns[0]
-    ranked = sorted(range(count), key=firsts.__getitem__)
-    if len(set(firsts)) < count:  # equal draws: the key's bytes decide, as on any machine
-        ranked.sort(key=lambda at: (firsts[at], encoded[at]))
-    natives = [0] * count
-    for column, size in zip(columns, sizes, strict=True):
+    encoded = [key.encode() if type(key) is str else key_bytes(key) for key in keys]
+    columns = [draws(encoded, term.seed, term.occurrence) for term in terms]
+    priority = columns[0]
+    if len(set(priority)) < count:  # equal draws: the key's bytes decide, as on any machine
+        ranked = sorted(range(count), key=lambda at: (priority[at], encoded[at]))
+        priority = [0] * count
+        for rank, at in enumerate(ranked):
+            priority[at] = rank
+    natives = [u % sizes[0] for u in columns[0]]
+    for column, size in zip(columns[1:], sizes[1:], strict=True):
         natives = [native * size + u % size for native, u in zip(natives, column, strict=True)]
-    order = [order[at] for at in ranked]
-    natives = [natives[at] for at in ranked]
-    # A key's standing at a slot is attempt * count + rank, lower is stronger; held[s] holds
+    # A key's standing at a slot is one int, lower is stronger: its attempt, then its priority
+    # (below 2**64), then its position (which never decides: priorities differ). held[s] holds
     # minus the standings of the keys slot s keeps, so its weakest is held[s][0].
+    shift = count.bit_length()
+    position = (1 << shift) - 1
+    attempt_shift = 64 + shift
     held: list[list[int]] = [[] for _ in range(slots)]
+    asks = [holders.append for holders in held]
+    for at, (first, native) in enumerate(zip(priority, natives, strict=True)):
+        asks[native](-((first << shift) | at))
     turned: list[int] = []  # standings of the keys turned away, each to ask its next slot
-    for rank, native in enumerate(natives):
-        if len(held[native]) < caps[native]:
-            held[native].append(-rank)
-        else:
-            turned.append(rank)
-    for holders in held:
+    for holders, cap in zip(held, caps, strict=True):
         heapq.heapify(holders)
+        while len(holders) > cap:
+            turned.append(-heapq.heappop(holders))
+    moved: dict[int, int] = {}  # position -> the slot that took it last, for keys turned away
     while turned:
-        attempt, rank = divmod(turned.pop(), count)
-        attempt += 1
-        standing = attempt * count + rank
-        slot = _probe(order[rank], attempt, slots)
+        standing = turned.pop() + (1 << attempt_shift)
+        at = standing & position
+        slot = _probe(encoded[at], standing >> attempt_shift, slots)
         holders = held[slot]
         if len(holders) < caps[slot]:
             heapq.heappush(holders, -standing)
+            moved[at] = slot
         elif standing < -holders[0]:
             turned.append(-heapq.heapreplace(holders, -standing))
+            moved[at] = slot
         else:
             turned.append(standing)
-    placed: dict[Key, tuple[int, ...]] = {}
-    for slot, holders in enumerate(held):
-        if holders:  # one tuple of offsets per slot, however many keys hold it
-            ranks = [-standing % count for standing in holders]
-            placed.update(zip(map(order.__getitem__, ranks), repeat(_offsets(slot, sizes))))
-    return placed
+    for at, slot in moved.items():  # every other key holds its native slot
+        natives[at] = slot
+    return natives
 
 
 def capacities(count: int, slots: int, *, tight: bool = False) -> list[int]:
@@ -153,22 +164,17 @@ def capacities(count: int, slots: int, *, tight: bool = False) -> list[int]:
     return [share + 1 + (slot < 2 * rest) for slot in range(slots)]
 
 
-def _draws(encoded: list[bytes], term: Term) -> list[int]:
-    """``draw`` (docs/design.md §3) of one term for many keys, given their bytes: the suffix is
-    built once, not once per key."""
-    suffix = term_bytes(term.seed, term.occurrence)
-    return [drawn(key + suffix) for key in encoded]
-
-
-def _probe(key: Key, attempt: int, slots: int) -> int:
-    """Where a key turned away asks at its ``attempt``: random draws, then every slot in turn
-    from the last of them (so that every key finds room: the capacities add up to N or more)."""
+def _probe(key: bytes, attempt: int, slots: int) -> int:
+    """Where a key (its bytes) turned away asks at its ``attempt``: random draws, then every
+    slot in turn from the last of them (so that every key finds room: the capacities add up to
+    N or more)."""
     if attempt <= PROBES:
-        return draw(key, BALANCE_FIELD, attempt) % slots
-    return (draw(key, BALANCE_FIELD, PROBES) + attempt - PROBES) % slots
+        return drawn(key + term_bytes(BALANCE_FIELD, attempt)) % slots
+    return (drawn(key + term_bytes(BALANCE_FIELD, PROBES)) + attempt - PROBES) % slots
 
 
-def _offsets(index: int, sizes: tuple[int, ...]) -> tuple[int, ...]:
+def offsets_at(index: int, sizes: tuple[int, ...]) -> tuple[int, ...]:
+    """The offsets of slot ``index`` over terms of ``sizes`` values: the first term counts most."""
     found = []
     for size in reversed(sizes):
         index, offset = divmod(index, size)

@@ -12,6 +12,8 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from celery_hashbeat.expr.balance import assign, terms_of
 from celery_hashbeat.store import Store
 
@@ -68,10 +70,20 @@ def test_explain_says_when_the_balancer_chose_the_value(run: Run) -> None:
     assert "balanced" not in plain.stdout
 
 
-def test_explain_reads_the_leaders_assignment_from_the_store(run: Run, store: Store) -> None:
+@pytest.mark.parametrize(
+    "document",
+    [
+        lambda name: {"groups": [{"sizes": [60], "entries": ["report-x", name], "slots": [3, 7]}]},
+        lambda name: {name: [7]},  # as leaders before the compact form wrote it
+    ],
+    ids=["entries-and-slots", "offsets-by-entry"],
+)
+def test_explain_reads_the_leaders_assignment_from_the_store(
+    run: Run, store: Store, document: Callable[[str], object]
+) -> None:
     name, _ = moved_key()
     assert store.acquire("host:1:leader", 60_000)
-    assert store.share("host:1:leader", "balance", json.dumps({name: [7]}))
+    assert store.share("host:1:leader", "balance", json.dumps(document(name)))
     result = run("hashbeat", "explain", "H * * * *", "--key", name, "-A", BALANCED, "--json")
     assert result.returncode == 0, result.stderr
     shown = json.loads(result.stdout)

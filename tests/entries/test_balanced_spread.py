@@ -93,8 +93,10 @@ def test_every_beat_computes_the_same_assignment_and_the_leader_stores_it(
     first, second = schedulers(clock), schedulers(clock)
     assert minutes(first) == minutes(second)
     ticks(first, second)
-    stored = json.loads(store.shared("balance") or "{}")
-    assert {name: offsets[0] for name, offsets in stored.items()} == minutes(first)
+    stored = json.loads(store.shared("balance") or "{}")  # as docs/seeding.md describes it
+    [group] = stored["groups"]
+    assert group["sizes"] == [60]
+    assert dict(zip(group["entries"], group["slots"], strict=True)) == minutes(first)
 
 
 def test_an_added_entry_moves_few_others(app: Celery, schedulers: Make) -> None:
@@ -159,3 +161,24 @@ def test_copies_on_every_live_worker_get_distinct_seconds(
     assert len(set(seconds.values())) == 20, sorted(seconds.values())
     pure = [by_hand(f"refresh@{node}", "second") for node in nodes]
     assert len(set(pure)) < 20  # the hash alone puts some of them on one second
+
+
+def test_after_entries_come_go_and_change_the_values_are_those_of_a_fresh_start(
+    app: Celery, schedulers: Make
+) -> None:
+    """The values follow the group, not its history: a beat whose entries came, left and
+    changed runs each at the minute a beat started on the final schedule gives it."""
+    app.conf.hashbeat_balance = True
+    hourly(app, NAMES)
+    beat = schedulers()
+    final = {
+        name: {"task": "t", "schedule": hashcron("H * * * *")}
+        for name in [*NAMES[7:], "report-new"]
+    }
+    final["report-9"] = {"task": "changed", "schedule": hashcron("H * * * *")}
+    beat.update_from_dict({"report-new": final["report-new"]})
+    beat.merge_inplace(final)
+    app.conf.beat_schedule = final
+    assert minutes(beat) == minutes(schedulers())
+    assert beat.schedule["report-9"].task == "changed"
+    assert peak(minutes(beat)) <= math.ceil(len(final) / 60) + 1
