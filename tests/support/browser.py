@@ -94,11 +94,19 @@ def by_label(driver: Any, label: str) -> Any:
     return driver.find_element(By.ID, found.get_attribute("for"))
 
 
-def click(driver: Any, text: str) -> None:
-    """Click the button or link a person finds by its visible text."""
-    driver.find_element(
-        By.XPATH, f"//button[normalize-space()='{text}'] | //a[normalize-space()='{text}']"
-    ).click()
+def click(driver: Any, text: str, timeout_s: float = 10.0) -> None:
+    """Click the button or link a person finds by its visible text. The page may swap the
+    element between finding and clicking it (the entries page refreshes its table, a form's
+    answer replaces the page): then it is found again, as a person's next look would."""
+    where = f"//button[normalize-space()='{text}'] | //a[normalize-space()='{text}']"
+
+    def clicked(found: Any) -> bool:
+        found.find_element(By.XPATH, where).click()
+        return True
+
+    WebDriverWait(driver, timeout_s, ignored_exceptions=(StaleElementReferenceException,)).until(
+        clicked
+    )
 
 
 def shows(driver: Any, text: str, timeout_s: float = 10.0) -> bool:
