@@ -243,6 +243,7 @@ class Bulk(Batch[E]):
                 self._end(0, Outcome.FAILED, exc)
             return
         pending: list[int] = []
+        immediate = sink.immediate  # the sink's output, fixed once it connected
         for index, (entry, slot) in enumerate(self.slots):
             if self._cancelled:
                 break
@@ -250,20 +251,20 @@ class Bulk(Batch[E]):
                 if not self._flush(pending) or not self._one(index, entry, slot):
                     return
                 continue
-            if sink.immediate:
+            if immediate:
                 self._begin(index)
             try:
                 sink.stage(entry, slot)
             except Exception as exc:
                 outcome = self._classify(exc)
-                if not sink.immediate and outcome is not Outcome.DROPPED:
+                if not immediate and outcome is not Outcome.DROPPED:
                     outcome = Outcome.FAILED  # only built, never sent: nothing left
                 self._end(index, outcome, exc)
                 if outcome is Outcome.DROPPED:
                     continue
                 sink.discard()
                 return
-            if sink.immediate:
+            if immediate:
                 self._end(index, Outcome.SENT, None)
                 sink.sent(entry, slot)
                 continue
