@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from celery_hashbeat._logs import SCHEDULER
 from celery_hashbeat.beat.storecalls import FAILED
+from celery_hashbeat.control import polling
 
 if TYPE_CHECKING:
     from celery_hashbeat.beat.census import WorkerCensus
@@ -259,7 +260,10 @@ class Leadership:
         due_in_ms = (controls.due_s - time.monotonic()) * 1000
         room_ms = head_ms - now_ms
         near = abs(due_in_ms - room_ms) <= POLL_NEAR_MS
-        if near and due_in_ms > 0 and room_ms >= POLL_ROOM_MS:
+        # Only for a slot nearer than a poll's period: the poll made now is then next due after
+        # the slot, never again near it (a slot a period away would keep every tick polling).
+        within = room_ms + POLL_NEAR_MS < polling.POLL_S * 1000
+        if near and within and due_in_ms > 0 and room_ms >= POLL_ROOM_MS:
             controls.due_s = 0.0
             self.poll_controls()
 

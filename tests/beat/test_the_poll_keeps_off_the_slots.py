@@ -14,6 +14,7 @@ from celery import Celery
 
 from celery_hashbeat import hashcron
 from celery_hashbeat.beat import leadership
+from celery_hashbeat.control import polling
 from celery_hashbeat.control.admin import ScheduleAdmin
 from tests.support.beat_fixtures import Broker, Clock, Make, drain
 
@@ -73,3 +74,23 @@ def test_a_pause_read_ahead_of_the_slot_holds_it_back(
     drain(beat)
     sent = [(h["hashbeat_slot"]) for h in broker.new()]
     assert sent == [], sent
+
+
+def test_ticks_before_a_slot_a_poll_period_away_poll_no_more_than_usual(
+    app: Celery, clock: Clock, schedulers: Make
+) -> None:
+    """Polled early, the next poll falls a period later: with the slot that far away, it
+    would be near the slot again at once, and every tick would poll (an idle tick cost a store
+    round trip in beat_tick.py)."""
+    app.conf.beat_schedule = {"every-minute": {"task": "t", "schedule": hashcron("* * * * *")}}
+    beat = schedulers(clock)
+    drain(beat)
+    store = beat.store_calls.store
+    calls: list[str] = []
+    setattr(store, "changes", recording("changes", store.changes, calls))  # noqa: B010
+    slot_away_s = polling.POLL_S  # the next slot one poll period away, the clock held there
+    clock.advance(60 - slot_away_s)
+    beat.leadership.controls.due_s = time.monotonic() + slot_away_s
+    for _ in range(50):
+        beat.tick()
+    assert len(calls) <= 1, f"{len(calls)} polls in 50 ticks"
