@@ -307,15 +307,7 @@ class Publisher:
                 except Exception:  # made again at its slot, where it is reported
                     continue
 
-        began = time.monotonic()
-        try:
-            self._wait_for(
-                make,
-                lambda: self._stop.overdue() or time.monotonic() - began > self.timeout_s,
-            )
-        except Exception:
-            # The broker is not answering: the slots' own publish says so, and retries.
-            logger.debug("beat: could not make messages ahead", exc_info=True)
+        self._make_on_broker_thread(make, self.timeout_s, self._stop.overdue, "messages ahead")
 
     def warm(self, entries: Iterator[tuple[Entry, int]], budget_s: float) -> bool:
         """As a standby, make plans and stencils for ``entries`` (each with one of its slots)
@@ -342,16 +334,24 @@ class Publisher:
                     return
             done = True
 
+        returned = self._make_on_broker_thread(
+            make, budget_s + 1.0, lambda: self._stop.requested, "plans"
+        )
+        return done or not returned
+
+    def _make_on_broker_thread(
+        self, make: Callable[[], None], bound_s: float, stopping: Callable[[], bool], what: str
+    ) -> bool:
+        """Run ``make`` on the broker's thread, left behind after ``bound_s`` or on a stop;
+        whether it returned in time. A broker that does not answer ends it quietly: the slots'
+        own publish says so, and retries."""
         began = time.monotonic()
         try:
-            self._wait_for(
-                make,
-                lambda: self._stop.requested or time.monotonic() - began > budget_s + 1.0,
-            )
+            self._wait_for(make, lambda: stopping() or time.monotonic() - began > bound_s)
         except Exception:
-            logger.debug("beat: could not make plans as a standby", exc_info=True)
-            return True
-        return done or time.monotonic() - began > budget_s + 1.0
+            logger.debug("beat: could not make %s", what, exc_info=True)
+            return False
+        return time.monotonic() - began <= bound_s
 
     @property
     def kept(self) -> int:
