@@ -3,11 +3,11 @@
 from celery_hashbeat.expr import CronExpr, CronSyntaxError, NoFireTimeError, parse
 
 __all__ = ["CronExpr", "CronSyntaxError", "NoFireTimeError", "parse"]
-from celery_hashbeat.control.admin import (
+from celery_hashbeat.control.admin import ScheduleAdmin
+from celery_hashbeat.control.refusals import (
     AdminError,
     ConflictError,
     RunInProgressError,
-    ScheduleAdmin,
     StoreProblemError,
     UnknownEntryError,
 )

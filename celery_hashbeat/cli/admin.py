@@ -28,8 +28,9 @@ from celery_hashbeat.cli.loading import (
     require_app,
 )
 from celery_hashbeat.cli.output import echo_json, json_option, relative, stamp_iso
-from celery_hashbeat.control.admin import AdminError, ScheduleAdmin
+from celery_hashbeat.control.admin import ScheduleAdmin
 from celery_hashbeat.control.fields import OPTION_FIELDS
+from celery_hashbeat.control.refusals import AdminError
 from celery_hashbeat.control.words import stamp
 
 

@@ -11,7 +11,7 @@ import click
 
 from celery_hashbeat.cli.output import Failure
 from celery_hashbeat.control import fields
-from celery_hashbeat.control.admin import AdminError
+from celery_hashbeat.control.refusals import AdminError
 
 
 class Refused(Failure):

@@ -29,7 +29,8 @@ from celery_hashbeat.cli.output import (
     stamp_iso,
     table,
 )
-from celery_hashbeat.control.admin import ScheduleAdmin, UnknownEntryError
+from celery_hashbeat.control.admin import ScheduleAdmin
+from celery_hashbeat.control.refusals import UnknownEntryError
 from celery_hashbeat.control.views import EntryView
 from celery_hashbeat.control.words import schedule_text, stamp
 from celery_hashbeat.observe.history import (

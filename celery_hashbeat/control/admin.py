@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import builtins
 import copy
-import functools
 import time
 import uuid
-from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from celery_hashbeat.control import backfill as backfills
 from celery_hashbeat.control.audit import Change, as_data, trail, who_am_i
@@ -26,12 +24,22 @@ from celery_hashbeat.control.definitions import (
     DefinitionError,
     Pause,
     Trigger,
-    check_name,
     decode,
     encode,
     encode_pause,
     encode_trigger,
 )
+from celery_hashbeat.control.refusals import (
+    AdminError,
+    ConflictError,
+    RunInProgressError,
+    UnknownEntryError,
+    admin_errors,
+    check_name_or_refuse,
+    check_text,
+    one_shot_or,
+)
+from celery_hashbeat.control.triggered import Triggered
 from celery_hashbeat.control.views import (
     NEXT_SLOTS,
     RECENT,
@@ -45,133 +53,20 @@ from celery_hashbeat.control.views import (
 )
 from celery_hashbeat.entries.catalog import Catalog
 from celery_hashbeat.entries.errors import EntryError
-from celery_hashbeat.errors import HashbeatError
 from celery_hashbeat.observe.history import Record
-from celery_hashbeat.schedules import at as at_schedule
 from celery_hashbeat.settings import Settings
-from celery_hashbeat.store import StoreConfigError, StoreError, StoreReadOnly, open_store
+from celery_hashbeat.store import open_store
 from celery_hashbeat.store.controls import DEFINITION, PAUSE
 from celery_hashbeat.store.operations import AUDIT_KEEP
 from celery_hashbeat.store.options import mask_url
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from celery import Celery
 
     from celery_hashbeat.control.polling import ControlState
     from celery_hashbeat.store import Store
-
-
-class AdminError(ValueError, HashbeatError):
-    """A change refused; nothing was written. The message says what was wrong and what to do."""
-
-    #: The ``hashbeat`` command's exit code for it (2: bad input, as click's usage errors).
-    exit_code = 2
-
-
-class UnknownEntryError(AdminError):
-    """No entry of that name, in the configuration or the store."""
-
-    exit_code = 3
-
-
-class StoreProblemError(AdminError):
-    """The store could not be used: unreachable, refusing the credentials, read-only (then
-    ``read_only`` is True), or its URL or options malformed. Nothing is known to have been
-    written."""
-
-    exit_code = 4
-    read_only = False
-
-
-class ConflictError(AdminError):
-    """An update lost a race: the entry was changed or removed after it was read. Nothing was
-    written; read it again and repeat the change."""
-
-    exit_code = 5
-
-
-class RunInProgressError(AdminError):
-    """A trigger not queued: the entry's overlap is ``skip`` and a run of it holds its run
-    lease. ``force=True`` (``hashbeat trigger --force``) runs it anyway."""
-
-    exit_code = 6
-
-
-class Triggered(str):
-    """A trigger's task id (the ``str`` itself), with what became of the request: the entry's
-    ``overlap``, the task whose run held the entry's run lease when it was asked (``running``,
-    or None), whether it was ``forced`` past the guard, and a ``note`` in words."""
-
-    __slots__ = ("entry", "forced", "note", "overlap", "running")
-    entry: str
-    overlap: str
-    running: str | None
-    forced: bool
-    note: str
-
-    def __new__(
-        cls, task_id: str, entry: str, overlap: str, running: str | None, forced: bool
-    ) -> Triggered:
-        triggered = super().__new__(cls, task_id)
-        triggered.entry, triggered.overlap = entry, overlap
-        triggered.running, triggered.forced = running, forced
-        triggered.note = _trigger_note(overlap, running, forced)
-        return triggered
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "entry": self.entry,
-            "task_id": str(self),
-            "overlap": self.overlap,
-            "running": self.running,
-            "forced": self.forced,
-            "note": self.note,
-        }
-
-
-def _trigger_note(overlap: str, running: str | None, forced: bool) -> str:
-    if forced and running:
-        return f"forced: it runs beside task {running}, which holds the run lease"
-    if running is None:
-        return "queued: the leader sends it within a second"
-    if overlap == "buffer_one":
-        return f"queued: it waits for task {running} to end (overlap buffer_one)"
-    if overlap == "replace":
-        return f"queued: the leader revokes task {running} and sends it (overlap replace)"
-    return f"queued beside task {running} (overlap {overlap})"
-
-
-P = ParamSpec("P")
-R = TypeVar("R")
-
-
-def admin_errors(method: Callable[P, R]) -> Callable[P, R]:
-    """Turn every failure of ``method`` into an AdminError (or one of its subclasses): the
-    store's (its password masked), a definition refused by a decoder."""
-
-    @functools.wraps(method)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return method(*args, **kwargs)
-        except AdminError:
-            raise
-        except (StoreError, StoreConfigError) as exc:
-            raise store_problem(exc) from None
-        except (DefinitionError, EntryError, backfills.BackfillError) as exc:
-            raise AdminError(str(exc)) from None
-
-    return wrapper
-
-
-def store_problem(exc: StoreError | StoreConfigError) -> StoreProblemError:
-    """The store's error for an operator, who is not retried: without the beats' "; will
-    retry", read-only said as such."""
-    text = str(exc).removesuffix("; will retry")
-    problem = StoreProblemError(text)
-    problem.read_only = isinstance(exc, StoreReadOnly)
-    return problem
 
 
 class ScheduleAdmin:
@@ -388,7 +283,7 @@ class ScheduleAdmin:
 
     @admin_errors
     def get(self, name: str) -> EntryView:
-        _check_text(name)
+        check_text(name)
         views = self._views([name])
         if not views:
             raise UnknownEntryError(self._unknown(name))
@@ -481,7 +376,7 @@ class ScheduleAdmin:
 
     def _existing(self, name: str) -> Any:
         """The definition of entry ``name``, configured or stored."""
-        _check_text(name)
+        check_text(name)
         configured = self._configured()
         if name in configured:
             return configured[name]
@@ -513,31 +408,3 @@ class ScheduleAdmin:
                 f"(allow_unregistered_task=True, or --allow-unregistered-task)"
             )
         return text
-
-
-def one_shot_or(name: str, schedule: Any, when: Any) -> Any:
-    """The schedule ``add`` was given: ``schedule``, or ``at(when)``, exactly one of them."""
-    if (schedule is None) == (when is None):
-        raise AdminError(f"entry {name!r}: give a schedule, or at=... for a one-shot, and not both")
-    if when is None:
-        return schedule
-    try:
-        return at_schedule(when)
-    except ValueError as exc:
-        raise AdminError(f"entry {name!r}: {exc}") from None
-
-
-def _check_text(name: object) -> None:
-    """An entry name given to a method that looks one up: text, not empty."""
-    if not isinstance(name, str) or not name:
-        raise AdminError(
-            f"entry name {name!r}: give the entry's name as text (hashbeat entries lists them)"
-        )
-
-
-def check_name_or_refuse(name: str) -> None:
-    _check_text(name)
-    try:
-        check_name(name)
-    except DefinitionError as exc:
-        raise AdminError(str(exc)) from None

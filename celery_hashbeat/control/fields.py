@@ -10,8 +10,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from celery_hashbeat.control.admin import AdminError
 from celery_hashbeat.control.definitions import DefinitionError, schedule_object
+from celery_hashbeat.control.refusals import AdminError
 
 #: The fields that give the schedule: one of them, with ``tz`` for a cron expression.
 SCHEDULE_FIELDS = ("cron", "every", "interval", "at")

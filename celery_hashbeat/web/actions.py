@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from celery_hashbeat._logs import WEB
-from celery_hashbeat.control.admin import AdminError, ScheduleAdmin
+from celery_hashbeat.control.admin import ScheduleAdmin
+from celery_hashbeat.control.refusals import AdminError
 
 #: The actions, and what each needs in Django's permissions (docs/design.md §18).
 ACTIONS = {"pause": "change", "resume": "change", "trigger": "trigger", "remove": "change"}

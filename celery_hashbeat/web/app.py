@@ -18,7 +18,8 @@ from werkzeug.routing import Map, Rule
 from werkzeug.utils import redirect
 from werkzeug.wrappers import Request, Response
 
-from celery_hashbeat.control.admin import AdminError, ScheduleAdmin
+from celery_hashbeat.control.admin import ScheduleAdmin
+from celery_hashbeat.control.refusals import AdminError
 from celery_hashbeat.control.words import stamp as words_stamp
 from celery_hashbeat.settings import Settings
 from celery_hashbeat.store.base import StoreError

@@ -10,13 +10,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from celery_hashbeat._logs import WEB
-from celery_hashbeat.control.admin import (
-    AdminError,
-    ConflictError,
-    ScheduleAdmin,
-    UnknownEntryError,
-)
+from celery_hashbeat.control.admin import ScheduleAdmin
 from celery_hashbeat.control.fields import FieldError, read_changes
+from celery_hashbeat.control.refusals import AdminError, ConflictError, UnknownEntryError
 from celery_hashbeat.expr.calendar import ON_EXCLUDED
 
 #: The form's fields, in order, with their labels.

@@ -15,7 +15,8 @@ from celery import Celery
 from celery.utils.nodenames import worker_direct
 
 from celery_hashbeat import Scheduler, hashcron
-from celery_hashbeat.control.admin import AdminError, ScheduleAdmin, UnknownEntryError
+from celery_hashbeat.control.admin import ScheduleAdmin
+from celery_hashbeat.control.refusals import AdminError, UnknownEntryError
 from celery_hashbeat.entries.building import as_definition, build_entry
 from celery_hashbeat.entries.sharing import SharedSlots
 from celery_hashbeat.expr.slots import to_datetime

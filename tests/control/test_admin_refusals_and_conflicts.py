@@ -15,10 +15,10 @@ import redis
 from celery import Celery
 
 from celery_hashbeat import hashcron
-from celery_hashbeat.control.admin import (
+from celery_hashbeat.control.admin import ScheduleAdmin
+from celery_hashbeat.control.refusals import (
     AdminError,
     ConflictError,
-    ScheduleAdmin,
     StoreProblemError,
     UnknownEntryError,
 )

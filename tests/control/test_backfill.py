@@ -14,9 +14,10 @@ import redis
 from celery import Celery
 
 from celery_hashbeat import Scheduler, hashcron
-from celery_hashbeat.control.admin import AdminError, ScheduleAdmin, UnknownEntryError
+from celery_hashbeat.control.admin import ScheduleAdmin
 from celery_hashbeat.control.backfill import Request, decode_request, encode_request
 from celery_hashbeat.control.definitions import DefinitionError, decode_trigger
+from celery_hashbeat.control.refusals import AdminError, UnknownEntryError
 from celery_hashbeat.publish.message import slot_task_id
 from tests.control.fixtures import read
 from tests.support.beat_fixtures import Broker, Clock, Make

@@ -11,7 +11,8 @@ import pytest
 from celery import Celery
 
 from celery_hashbeat import Scheduler, at
-from celery_hashbeat.control.admin import AdminError, ScheduleAdmin
+from celery_hashbeat.control.admin import ScheduleAdmin
+from celery_hashbeat.control.refusals import AdminError
 from celery_hashbeat.entries.oneshot import DONE_RETENTION_MS
 from celery_hashbeat.expr.slots import to_datetime
 from tests.control.fixtures import read

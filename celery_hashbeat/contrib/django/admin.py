@@ -17,7 +17,7 @@ from django.views.decorators.http import require_POST
 
 from celery_hashbeat.contrib.django.console import LOCK, PLANS, row_words, schedule_admin
 from celery_hashbeat.contrib.django.models import Entry
-from celery_hashbeat.control.admin import AdminError
+from celery_hashbeat.control.refusals import AdminError
 from celery_hashbeat.web.actions import ACTIONS, act
 from celery_hashbeat.web.app import stamp
 from celery_hashbeat.web.console import STATES, Console
