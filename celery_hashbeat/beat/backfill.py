@@ -16,12 +16,17 @@ slot's task id first, as a guarded claim does. While another run holds the lease
 keeps the request waiting until it ends, ``skip`` drops the rest of the range (logged), and
 ``replace`` revokes the run and sends.
 
-A claim whose reply is lost leaves its slots recorded but unsent: they are logged as such, and a
-later backfill does not send them (at most once, as for every claim: docs/design.md §10).
+Each claim records its slots as a claimer's (a fresh id each turn). When the answer never comes
+(the store timed out, a failover, too few replicas), the leader cannot know whether the claim
+ran, and it has sent none of those slots; the request goes back to the queue naming that
+claimer, and the next turn asks again as it: the slots that claim recorded are its own again and
+are sent, once. The claimer is dropped as soon as an answer is heard, so slots a turn did send
+are never taken again.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
@@ -113,20 +118,27 @@ class Backfills:
         if not batch:
             logger.info("beat: backfill %s of %s is done", request.id, entry.name)
             return None
+        # This turn's claimer: the one whose answer was lost, asked again, or a new one. The
+        # requests this turn hands back name none unless its claim goes unanswered too.
+        claimer, request = request.claimer or uuid.uuid4().hex, request._replace(claimer="")
         following = request._replace(start=batch[-1] + 1) if len(slots) > len(batch) else None
         if entry.run_ttl_ms:
-            return self._guarded(entry, request, batch, following)
-        return self._batch(entry, request, batch, following)
+            return self._guarded(entry, request, batch, following, claimer)
+        return self._batch(entry, request, batch, following, claimer)
 
-    def _claim(self, entry: Entry, request: Request, slots: list[int]) -> list[int] | None:
-        """Claim ``slots`` against the record: those claimed, or None when the store did not
-        answer or the lease is gone (the request is kept for the next turn)."""
+    def _claim(
+        self, entry: Entry, request: Request, slots: list[int], claimer: str
+    ) -> list[int] | None:
+        """Claim ``slots`` against the record as ``claimer``: those claimed, or None when the
+        store did not answer or the lease is gone (the request is kept for the next turn)."""
         calls = self._calls
-        claim = calls.attempt(calls.store.claim_slots, self._token, entry.name, slots)
+        claim = calls.attempt(
+            calls.store.claim_slots, self._token, entry.name, slots, claimer=claimer
+        )
         if claim is FAILED:
-            logger.error(
-                "beat: backfill %s of %s: the store did not confirm the claim of %s; those it "
-                "made are recorded as sent though they were not, and no backfill sends them",
+            logger.warning(
+                "beat: backfill %s of %s: the store did not confirm the claim of %s; none is "
+                "sent now, and the next turn asks again as the same claimer",
                 request.id,
                 entry.name,
                 slot_range(slots),
@@ -153,7 +165,7 @@ class Backfills:
             )
         return list(claim.claimed)
 
-    def _publish(self, entry: Entry, request: Request, slots: list[int]) -> list[int]:
+    def _publish(self, entry: Entry, request: Request, slots: list[int], claimer: str) -> list[int]:
         """Publish claimed ``slots``; give back those that surely did not go out, and return
         them."""
         failed = []
@@ -174,26 +186,38 @@ class Backfills:
             logger.info("beat: backfill %s of %s: sent %d slot(s)", request.id, entry.name, sent)
         if failed:
             calls = self._calls
-            calls.attempt(calls.store.unclaim_slots, self._token, entry.name, failed)
+            calls.attempt(
+                calls.store.unclaim_slots, self._token, entry.name, failed, claimer=claimer
+            )
         return failed
 
     def _batch(
-        self, entry: Entry, request: Request, batch: list[int], following: Request | None
+        self,
+        entry: Entry,
+        request: Request,
+        batch: list[int],
+        following: Request | None,
+        claimer: str,
     ) -> Request | None:
-        claimed = self._claim(entry, request, batch)
+        claimed = self._claim(entry, request, batch, claimer)
         if claimed is None:
-            return request
-        if claimed and self._publish(entry, request, claimed):
+            return request._replace(claimer=claimer)
+        if claimed and self._publish(entry, request, claimed, claimer):
             return request  # the slots sent are recorded: the next turn skips them
         return following
 
     def _guarded(
-        self, entry: Entry, request: Request, batch: list[int], following: Request | None
+        self,
+        entry: Entry,
+        request: Request,
+        batch: list[int],
+        following: Request | None,
+        claimer: str,
     ) -> Request | None:
         """One slot of a guarded entry, under its run lease as its overlap says."""
-        claimed = self._claim(entry, request, batch[:1])
+        claimed = self._claim(entry, request, batch[:1], claimer)
         if claimed is None:
-            return request
+            return request._replace(claimer=claimer)
         rest = request._replace(start=batch[0] + 1) if len(batch) > 1 else following
         if not claimed:
             return rest
@@ -204,7 +228,9 @@ class Backfills:
         holders = {} if held is not False else calls.attempt(calls.store.running, [entry.name])
         holder = "" if holders is FAILED else holders.get(entry.name, "")
         if held is not True and (not holder or entry.overlap != "replace"):
-            calls.attempt(calls.store.unclaim_slots, self._token, entry.name, [slot])
+            calls.attempt(
+                calls.store.unclaim_slots, self._token, entry.name, [slot], claimer=claimer
+            )
             if not holder:  # the store did not answer, or the run ended meanwhile
                 return request
             return self._overlapped(entry, request, slot, holder)
@@ -218,7 +244,7 @@ class Backfills:
                 holder,
             )
             self._publisher.revoke(holder)
-        if self._publish(entry, request, [slot]):
+        if self._publish(entry, request, [slot], claimer):
             calls.attempt(calls.store.release_run, entry.name, task_id)
             return request
         return rest

@@ -45,20 +45,23 @@ class BackfillError(ValueError, HashbeatError):
 
 class Request(NamedTuple):
     """A backfill as it waits in the store: the entry, the request's id, the range (epoch ms,
-    both ends included) and when it was asked."""
+    both ends included) and when it was asked; and ``claimer``, the claim whose answer the
+    leader never heard (beat/backfill.py), to be asked again as the same claimer."""
 
     entry: str
     id: str
     start: int
     end: int
     at: int
+    claimer: str = ""
 
 
 def encode_request(request: Request) -> str:
     """The stored form; its "backfill" key (not a trigger's "id") is what tells the two apart,
     so a release that knows only triggers drops it as unreadable rather than running it."""
     data = {"backfill": request.id, "entry": request.entry, "from": request.start}
-    return json.dumps({**data, "to": request.end, "at": request.at})
+    claimer = {"claimer": request.claimer} if request.claimer else {}
+    return json.dumps({**data, "to": request.end, "at": request.at, **claimer})
 
 
 def decode_request(text: str) -> Request | None:
@@ -71,10 +74,11 @@ def decode_request(text: str) -> Request | None:
         fields = [data[key] for key in ("entry", "backfill", "from", "to", "at")]
     except (KeyError, TypeError):
         raise DefinitionError(f"a stored backfill request {text[:80]!r} lacks a field") from None
-    entry, ident, *times = fields
-    if not all(isinstance(each, int) and not isinstance(each, bool) for each in times):
+    entry, ident, start, end, at = fields
+    if not all(isinstance(each, int) and not isinstance(each, bool) for each in (start, end, at)):
         raise DefinitionError(f"a stored backfill request {text[:80]!r} has a time not in ms")
-    return Request(str(entry), str(ident), *times)
+    claimer = str(data.get("claimer") or "")
+    return Request(str(entry), str(ident), start, end, at, claimer)
 
 
 def instant_ms(value: datetime | str, option: str) -> int:

@@ -255,11 +255,18 @@ class Store(ControlRecords, OperatorRecords, SentRecords, abc.ABC):
     def recorded(self, entry: str, slots: Sequence[int]) -> Recorded:
         return self._sent.recorded(entry, slots)
 
-    def claim_slots(self, token: str, entry: str, slots: Sequence[int]) -> SlotClaim | None:
-        return self._sent.claim_slots(token, entry, slots)
+    def claim_slots(
+        self, token: str, entry: str, slots: Sequence[int], *, claimer: str
+    ) -> SlotClaim | None:
+        if not claimer:
+            # '' is the regular claims' in the SQL stores' records: it would take their slots.
+            raise ValueError("a backfill's claim needs a claimer of its own, not ''")
+        return self._sent.claim_slots(token, entry, slots, claimer=claimer)
 
-    def unclaim_slots(self, token: str, entry: str, slots: Sequence[int]) -> set[int]:
-        return self._sent.unclaim_slots(token, entry, slots)
+    def unclaim_slots(
+        self, token: str, entry: str, slots: Sequence[int], *, claimer: str
+    ) -> set[int]:
+        return self._sent.unclaim_slots(token, entry, slots, claimer=claimer)
 
     def _parse_fences(
         self, stored: Iterable[tuple[str, str]], counts: Mapping[str, int] | None = None

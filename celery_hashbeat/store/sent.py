@@ -30,6 +30,10 @@ SENT_CAP = 500_000
 #: The most slots a backfill claims in one store call.
 SENT_CHUNK = 1_000
 
+#: How long the Redis store remembers which backfill claim recorded a slot (ms): enough for the
+#: request to come round again after a lost reply, even across a failover.
+CLAIMER_KEEP_MS = 24 * 3_600_000
+
 
 @dataclass(frozen=True)
 class Recorded:
@@ -58,13 +62,17 @@ def horizon(since_ms: int | None, now_ms: int, oldest_kept_ms: int | None = None
 
 
 def plan_slots(
-    slots: Sequence[int], recorded: frozenset[int] | set[int], horizon_ms: int
+    slots: Sequence[int],
+    recorded: frozenset[int] | set[int],
+    horizon_ms: int,
+    mine: frozenset[int] | set[int] = frozenset(),
 ) -> SlotClaim:
     """The claim of ``slots`` (one entry's) over the ``recorded`` ones: each at or after the
-    horizon and not recorded is claimed, once, oldest first."""
+    horizon and not recorded, or recorded by this same claimer (``mine``), is claimed, once,
+    oldest first."""
     wanted = sorted({int(slot) for slot in slots if slot >= horizon_ms})
-    claimed = tuple(slot for slot in wanted if slot not in recorded)
-    sent = tuple(slot for slot in wanted if slot in recorded)
+    claimed = tuple(slot for slot in wanted if slot not in recorded or slot in mine)
+    sent = tuple(slot for slot in wanted if slot in recorded and slot not in mine)
     return SlotClaim(horizon_ms, claimed, sent)
 
 
@@ -78,12 +86,18 @@ class SentRecords(abc.ABC):
         lease-checked: it only reads (a dry run)."""
 
     @abc.abstractmethod
-    def claim_slots(self, token: str, entry: str, slots: Sequence[int]) -> SlotClaim | None:
+    def claim_slots(
+        self, token: str, entry: str, slots: Sequence[int], *, claimer: str
+    ) -> SlotClaim | None:
         """Claim past slots of ``entry`` for a backfill, in one atomic step, only while ``token``
         holds the lease (None otherwise): each slot at or after the horizon and not recorded is
-        recorded and claimed. The entry's fence is left alone."""
+        recorded as ``claimer``'s and claimed. A slot recorded by the same ``claimer`` is claimed
+        again: the claimer asks again only when it never heard the answer, so it sent none of
+        them (beat/backfill.py). The entry's fence is left alone."""
 
     @abc.abstractmethod
-    def unclaim_slots(self, token: str, entry: str, slots: Sequence[int]) -> set[int]:
-        """Give back a backfill's claims whose publish surely failed, only while ``token`` holds
+    def unclaim_slots(
+        self, token: str, entry: str, slots: Sequence[int], *, claimer: str
+    ) -> set[int]:
+        """Give back ``claimer``'s claims whose publish surely failed, only while ``token`` holds
         the lease: their records go, so a later backfill sends them. Returns those given back."""

@@ -6,6 +6,7 @@ tests/worker/test_backfill_sends_each_slot_once.py.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from datetime import datetime, timedelta, timezone
 
@@ -19,8 +20,10 @@ from celery_hashbeat.control.backfill import Request, decode_request, encode_req
 from celery_hashbeat.control.definitions import DefinitionError, decode_trigger
 from celery_hashbeat.control.refusals import AdminError, UnknownEntryError
 from celery_hashbeat.publish.message import slot_task_id
+from celery_hashbeat.store.redis.scripts import CLAIM_SLOTS_SCRIPT
 from tests.control.fixtures import read
-from tests.support.beat_fixtures import Broker, Clock, Make
+from tests.support.beat_fixtures import Broker, Clock, Make, run_for
+from tests.support.proxy import FaultProxy
 from tests.support.redis_server import RedisProcess
 
 EVERY_10S = hashcron("*/10 * * * * *")
@@ -223,6 +226,49 @@ def test_slots_a_dead_broker_refused_are_given_back_and_sent_once_it_returns(
     finally:
         admin.close()
         app.close()
+
+
+def test_a_claim_whose_reply_was_lost_is_asked_again_and_its_slots_sent_once(
+    private_redis: RedisProcess, key_prefix: str, clock: Clock, schedulers: Make
+) -> None:
+    """The store runs the backfill's claim but the beat never hears its answer: the next turn
+    asks again as the same claimer, takes the slots that claim recorded, and sends them once,
+    rather than leaving them recorded as sent and never sent."""
+    claim_sha = hashlib.sha1(CLAIM_SLOTS_SCRIPT.encode()).hexdigest().encode()
+    with FaultProxy(private_redis.port) as proxy:
+        app = Celery(f"backfill-{key_prefix}", set_as_current=False)
+        app.conf.update(
+            broker_url=private_redis.url,
+            task_default_queue="backfilled",
+            beat_enable_remote_control=False,
+            hashbeat_store_url=proxy.url("socket_timeout=0.5"),
+            hashbeat_key_prefix=key_prefix,
+        )
+        start = at(clock)
+        beat = leading(app, clock, schedulers)
+        app.conf.hashbeat_store_url = private_redis.url
+        admin = ScheduleAdmin(app)
+        admin.clock = clock
+        broker = Broker(redis.Redis.from_url(private_redis.url), "backfilled")
+        try:
+            broker.new()
+            # Loaded, so that the marked request is the claim itself, not a NOSCRIPT probe.
+            assert broker.client.script_load(CLAIM_SLOTS_SCRIPT) == claim_sha.decode()
+            done = admin.backfill("tick", start, at(clock, -10))
+            assert len(done.to_send) == 3
+            proxy.swallow_reply_to(claim_sha, seconds=1.0)
+            read(beat)
+            assert proxy.wait_triggered(5)
+            assert slot_ids(broker) == []
+            # The store answers again; the beat leads again and takes the request up.
+            run_for(beat, 10, until=lambda: len(broker.headers()) >= 3)
+            read(beat)
+            assert slot_ids(broker) == [slot_task_id("tick", slot) for slot in done.to_send]
+            assert admin.store.triggers() == []
+        finally:
+            broker.client.close()
+            admin.close()
+            app.close()
 
 
 def test_a_paused_entry_is_backfilled_as_asked_and_stays_paused(

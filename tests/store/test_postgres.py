@@ -348,4 +348,36 @@ def test_tables_of_schema_1_gain_the_operators_records_and_sent_slots_in_place(
     versions = postgres_server.query(
         database, """SELECT value FROM "old_meta" WHERE name = 'schema'"""
     )
-    assert versions == [(SCHEMA_VERSION,)] and SCHEMA_VERSION == 3
+    assert versions == [(SCHEMA_VERSION,)] and SCHEMA_VERSION == 4
+
+
+def test_a_record_of_sent_slots_of_schema_3_learns_who_claimed_in_place(
+    postgres_server: PostgresServer, postgres_url: str
+) -> None:
+    """Schema 3's record of sent slots did not say which backfill claim recorded a slot: a
+    release that does adds the column, keeps the slots recorded, and reads them as the regular
+    path's."""
+    store = open_store(postgres_url, "three")
+    store.ping()
+    assert store.acquire("a", 60_000)
+    assert store.claim("a", {"x": (5, "fp")}) == {"x"}
+    store.close()
+    database = database_of(postgres_url)
+    postgres_server.admin('ALTER TABLE "three_sent" DROP COLUMN claimer', database=database)
+    postgres_server.admin(
+        """UPDATE "three_meta" SET value = 3 WHERE name = 'schema'""", database=database
+    )
+    again = open_store(postgres_url, "three")
+    try:
+        assert again.recorded("x", [5]).sent == {5}
+        now_ms = int(time.time() * 1000)
+        first = again.claim_slots("a", "x", [now_ms, now_ms + 10], claimer="r1")
+        retried = again.claim_slots("a", "x", [now_ms, now_ms + 10], claimer="r1")
+        assert first is not None and first.claimed == (now_ms, now_ms + 10)
+        assert retried is not None and retried.claimed == first.claimed
+    finally:
+        again.close()
+    versions = postgres_server.query(
+        database, """SELECT value FROM "three_meta" WHERE name = 'schema'"""
+    )
+    assert versions == [(SCHEMA_VERSION,)]

@@ -4,12 +4,14 @@ second beat send the same slot."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 
 import pytest
 
 from celery_hashbeat.store import StoreAuthError, StoreConfigError, StoreUnavailable, open_store
 from celery_hashbeat.store.base import RunGuard, Store
+from celery_hashbeat.store.sent import SlotClaim
 from tests.support.redis_server import RedisProcess
 from tests.support.redis_topologies import ClusterSetup, SentinelSetup, Server, wait_for
 
@@ -83,8 +85,44 @@ def test_every_call_of_the_protocol_on_a_cluster(opened: Callable[..., Store]) -
         assert [beat.token for beat in store.beats()] == ["a:1:x"]
         assert store.renew_runs({"e": "task-1"}, 5000) == {"e"}
         assert store.release_run("e", "task-1") and store.hold_run("e", "task-2", 5000)
+        backfilled = store.claim_slots("a:1:x", "e", [2000, 3000], claimer="r1")
+        assert backfilled is not None
+        assert store.unclaim_slots("a:1:x", "e", list(backfilled.claimed), claimer="r1") == set(
+            backfilled.claimed
+        )
         assert store.renew("a:1:x", TTL_MS) and store.release("a:1:x")
         store.ping()
+
+
+@pytest.mark.slow
+def test_a_backfill_claim_no_replica_holds_is_not_sent_and_asked_again_is_its_claimers(
+    opened: Callable[..., Store],
+) -> None:
+    """With min_replicas, a backfill's claim that no replica confirmed is refused as one whose
+    reply was lost; asked again by the same claimer once the replica is back, its slots are
+    its own (store/sent.py)."""
+    with SentinelSetup() as setup:
+        store = opened(setup.url("min_replicas=1&min_replicas_timeout=0.3"))
+        assert store.acquire("a:1:x", TTL_MS)
+        wait_for(lambda: confirmed(store, "a:1:x", {"e": (1000, "f")}), 10, "a claim confirmed")
+        now_ms = int(time.time() * 1000)
+        setup.replica.pause()
+        try:
+            with pytest.raises(StoreUnavailable, match="hashbeat_store_min_replicas"):
+                store.claim_slots("a:1:x", "e", [now_ms, now_ms + 10], claimer="r1")
+        finally:
+            setup.replica.resume()
+        answers: list[SlotClaim | None] = []
+
+        def asked_again() -> bool:
+            try:
+                answers.append(store.claim_slots("a:1:x", "e", [now_ms, now_ms + 10], claimer="r1"))
+            except StoreUnavailable:
+                return False
+            return True
+
+        wait_for(asked_again, 10, "the claim asked again and confirmed")
+        assert answers[-1] is not None and answers[-1].claimed == (now_ms, now_ms + 10)
 
 
 def confirmed(store: Store, token: str, slots: dict[str, tuple[int, str]]) -> bool:

@@ -31,14 +31,14 @@ def test_a_backfill_claims_each_unsent_slot_once_and_not_those_claimed_before(
 ) -> None:
     t = started(store)
     assert store.claim("a", {"x": (t + 20, FP)}) == {"x"}
-    claim = store.claim_slots("a", "x", [t, t + 10, t + 20])
+    claim = store.claim_slots("a", "x", [t, t + 10, t + 20], claimer="r0")
     assert claim is not None
     assert (claim.claimed, claim.sent) == ((t, t + 10), (t + 20,))
-    again = store.claim_slots("a", "x", [t, t + 10, t + 20])
+    again = store.claim_slots("a", "x", [t, t + 10, t + 20], claimer="r1")
     assert again is not None
     assert (again.claimed, again.sent) == ((), (t, t + 10, t + 20))
     # Another entry's slots are its own.
-    other = store.claim_slots("a", "y", [t])
+    other = store.claim_slots("a", "y", [t], claimer="r0")
     assert other is not None and other.claimed == (t,)
     assert store.recorded("x", [t, t + 5, t + 10, t + 20]).sent == {t, t + 10, t + 20}
 
@@ -46,7 +46,7 @@ def test_a_backfill_claims_each_unsent_slot_once_and_not_those_claimed_before(
 def test_a_regular_claim_does_not_claim_a_slot_a_backfill_sent(store: Store) -> None:
     t = started(store)
     assert store.claim("a", {"x": (t, FP)}) == {"x"}
-    claim = store.claim_slots("a", "x", [t + 100])
+    claim = store.claim_slots("a", "x", [t + 100], claimer="r0")
     assert claim is not None and claim.claimed == (t + 100,)
     # Later than the fence, but recorded: refused as a slot already claimed is.
     assert store.claim("a", {"x": (t + 100, FP)}) == set()
@@ -60,11 +60,11 @@ def test_a_give_back_unrecords_the_slot_so_a_backfill_can_send_it(store: Store) 
     assert store.recorded("x", [t]).sent == {t}
     assert store.unclaim("a", {"x": t}) == {"x"}
     assert store.recorded("x", [t]).sent == set()
-    claim = store.claim_slots("a", "x", [t])
+    claim = store.claim_slots("a", "x", [t], claimer="r0")
     assert claim is not None and claim.claimed == (t,)
     # A backfill's own give-back, under the lease only.
-    assert store.unclaim_slots("b", "x", [t]) == set()
-    assert store.unclaim_slots("a", "x", [t, t + 1]) == {t}
+    assert store.unclaim_slots("b", "x", [t], claimer="r0") == set()
+    assert store.unclaim_slots("a", "x", [t, t + 1], claimer="r0") == {t}
     assert store.recorded("x", [t]).sent == set()
 
 
@@ -75,13 +75,13 @@ def test_a_hand_over_keeps_the_record(store: Store) -> None:
     assert store.hand_over("a", [("x", t)]) == {("x", t)}
     assert store.acquire("b", LONG)
     assert store.take_handed("b") == [("x", t)]
-    claim = store.claim_slots("b", "x", [t])
+    claim = store.claim_slots("b", "x", [t], claimer="r0")
     assert claim is not None and (claim.claimed, claim.sent) == ((), (t,))
 
 
 def test_only_the_lease_holder_claims_for_a_backfill(store: Store) -> None:
     t = started(store)
-    assert store.claim_slots("b", "x", [t]) is None
+    assert store.claim_slots("b", "x", [t], claimer="r0") is None
     assert store.recorded("x", [t]).sent == set()
 
 
@@ -95,6 +95,32 @@ def test_slots_before_recording_began_or_past_the_retention_are_unknowable(
     known = store.recorded("x", [t])
     assert t - 50 - 2_000 <= known.horizon_ms <= t
     assert store.acquire("a", LONG)
-    claim = store.claim_slots("a", "x", [t - 60_000, now_ms() - SENT_KEEP_MS - 1000, t])
+    claim = store.claim_slots(
+        "a", "x", [t - 60_000, now_ms() - SENT_KEEP_MS - 1000, t], claimer="r0"
+    )
     assert claim is not None
     assert (claim.claimed, claim.sent) == ((t,), ())
+
+
+def test_a_claim_retried_by_its_claimer_takes_its_slots_again_and_nobody_else_does(
+    store: Store,
+) -> None:
+    """A backfill claim whose reply was lost is asked again with the same claimer: the slots
+    it recorded are its own, not sent, so they are claimed again; another claimer's and the
+    regular path's stay sent."""
+    t = started(store)
+    assert store.claim("a", {"x": (t + 30, FP)}) == {"x"}
+    lost = store.claim_slots("a", "x", [t, t + 10], claimer="r1")
+    assert lost is not None and lost.claimed == (t, t + 10)
+    retried = store.claim_slots("a", "x", [t, t + 10, t + 20, t + 30], claimer="r1")
+    assert retried is not None
+    assert (retried.claimed, retried.sent) == ((t, t + 10, t + 20), (t + 30,))
+    other = store.claim_slots("a", "x", [t, t + 10, t + 20, t + 30], claimer="r2")
+    assert other is not None
+    assert (other.claimed, other.sent) == ((), (t, t + 10, t + 20, t + 30))
+    # Given back and claimed by another claimer, a slot is no longer the first one's.
+    assert store.unclaim_slots("a", "x", [t], claimer="r1") == {t}
+    taken = store.claim_slots("a", "x", [t], claimer="r2")
+    assert taken is not None and taken.claimed == (t,)
+    again = store.claim_slots("a", "x", [t], claimer="r1")
+    assert again is not None and again.sent == (t,)

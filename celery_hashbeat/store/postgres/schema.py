@@ -4,7 +4,7 @@ makes them (docs/design.md §5).
 Each prefix (``hashbeat_key_prefix``) has tables of its own, named ``<prefix>_<kind>``, so several
 apps share one database and a prefix is dropped by dropping its tables. The ``<prefix>_meta`` row
 ``schema`` holds the schema version. ``prepare`` creates what is missing (first use) and brings an
-older schema up to this one, step by step (``UPGRADES``), inside one transaction that holds a
+older schema up to this one, step by step (``upgrades``), inside one transaction that holds a
 transaction-level advisory lock, so that beats starting together do not race (a session lock
 would not survive PgBouncer's transaction pooling). A schema newer than this release knows is
 refused (StoreError): an older release must not write into tables it does not understand.
@@ -16,7 +16,7 @@ from typing import Any
 
 from celery_hashbeat.store.base import StoreConfigError, StoreError
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 #: The table kinds; their names are ``<prefix>_<kind>``.
 KINDS = (
@@ -126,19 +126,27 @@ def statements(t: Tables) -> list[str]:
         # first so that a tick's new slots land together at the end and the trim by age is a
         # range; when recording began is the meta row 'sent_since' (store/postgres/sent.py).
         f"CREATE TABLE IF NOT EXISTS {t.sent} (slot bigint NOT NULL, entry text NOT NULL,"
-        " PRIMARY KEY (slot, entry))",
+        " claimer text NOT NULL DEFAULT '', PRIMARY KEY (slot, entry))",
     ]
 
 
-#: The steps from each schema version to the next: ``UPGRADES[n]`` takes version n to n + 1.
-#: A release that changes the schema raises SCHEMA_VERSION and adds its step here (``ALTER TABLE
-#: ... ADD COLUMN ... DEFAULT ...``), so tables of every earlier release open in place.
-UPGRADES: dict[int, list[str]] = {
-    # Schema 2 adds the audit and schedules tables, which ``statements`` makes after the steps;
-    # schema 3 the record of sent slots, likewise.
-    1: [],
-    2: [],
-}
+def upgrades(t: Tables) -> dict[int, list[str]]:
+    """The steps from each schema version to the next: ``upgrades(t)[n]`` takes version n to
+    n + 1. A release that changes the schema raises SCHEMA_VERSION and adds its step here
+    (``ALTER TABLE ... ADD COLUMN ... DEFAULT ...``), so tables of every earlier release open in
+    place."""
+    return {
+        # Schema 2 adds the audit and schedules tables, which ``statements`` makes after the
+        # steps; schema 3 the record of sent slots, likewise.
+        1: [],
+        2: [],
+        # Schema 4: which backfill claim recorded a sent slot (store/postgres/sent.py); the
+        # table is missing still when upgrading from before schema 3.
+        3: [
+            f"ALTER TABLE IF EXISTS {t.sent}"
+            " ADD COLUMN IF NOT EXISTS claimer text NOT NULL DEFAULT ''"
+        ],
+    }
 
 
 def prepare(cur: Any, t: Tables) -> None:
@@ -158,8 +166,9 @@ def prepare(cur: Any, t: Tables) -> None:
                 f"newer than this release's {SCHEMA_VERSION}: upgrade celery-hashbeat on every "
                 "beat, worker and tool that uses them"
             )
+        steps = upgrades(t)
         for step in range(version, SCHEMA_VERSION):
-            for statement in UPGRADES[step]:
+            for statement in steps[step]:
                 cur.execute(statement)
         if version == SCHEMA_VERSION and found is not None:
             return

@@ -30,10 +30,11 @@ def _columns(pairs: Iterable[Pair]) -> tuple[list[str], list[int]]:
     return [entry for entry, _ in listed], [int(slot) for _, slot in listed]
 
 
-def record(cur: Any, t: Tables, pairs: Iterable[Pair]) -> set[Pair]:
-    """Record (entry, slot) ``pairs`` as sent where nobody did, trimming what is older than
-    SENT_KEEP_MS; returns the pairs it recorded (the rest were recorded already). Inserting is
-    the check, one primary-key probe each; the first recording marks when recording began."""
+def record(cur: Any, t: Tables, pairs: Iterable[Pair], claimer: str = "") -> set[Pair]:
+    """Record (entry, slot) ``pairs`` as sent where nobody did (a backfill's claim names its
+    ``claimer``), trimming what is older than SENT_KEEP_MS; returns the pairs it recorded (the
+    rest were recorded already). Inserting is the check, one primary-key probe each; the first
+    recording marks when recording began."""
     entries, slots = _columns(pairs)
     if not entries:
         return set()
@@ -43,9 +44,10 @@ def record(cur: Any, t: Tables, pairs: Iterable[Pair]) -> set[Pair]:
         f"WITH since AS (INSERT INTO {t.meta} (name, value) VALUES ('sent_since', {NOW_MS})"
         " ON CONFLICT DO NOTHING), trimmed AS (DELETE FROM"
         f" {t.sent} WHERE slot < (extract(epoch FROM statement_timestamp()) * 1000)::bigint - %s)"
-        f" INSERT INTO {t.sent} (entry, slot) SELECT * FROM unnest(%b::text[], %b::bigint[])"
+        f" INSERT INTO {t.sent} (entry, slot, claimer)"
+        " SELECT w.entry, w.slot, %s FROM unnest(%b::text[], %b::bigint[]) AS w (entry, slot)"
         " ON CONFLICT DO NOTHING RETURNING entry, slot",
-        (SENT_KEEP_MS, entries, slots),
+        (SENT_KEEP_MS, claimer, entries, slots),
     )
     return {(entry, int(slot)) for entry, slot in cur.fetchall()}
 
@@ -90,17 +92,31 @@ class PostgresSentRecords(SentRecords):
             sent = frozenset(int(slot) for (slot,) in cur.fetchall())
         return Recorded(start, sent)
 
-    def claim_slots(self, token: str, entry: str, slots: Sequence[int]) -> SlotClaim | None:
+    def claim_slots(
+        self, token: str, entry: str, slots: Sequence[int], *, claimer: str
+    ) -> SlotClaim | None:
         check_token(token)
         with self._database.transaction() as cur:
             if not self._holds(cur, token):
                 return None
             start = _horizon(cur, self._t)
             wanted = plan_slots(slots, set(), start).claimed
-            new = {slot for _, slot in record(cur, self._t, ((entry, s) for s in wanted))}
-        return plan_slots(wanted, set(wanted) - new, start)
+            pairs = ((entry, slot) for slot in wanted)
+            new = {slot for _, slot in record(cur, self._t, pairs, claimer)}
+            old = [slot for slot in wanted if slot not in new]
+            mine: set[int] = set()
+            if old:
+                cur.execute(
+                    f"SELECT slot FROM {self._t.sent}"
+                    " WHERE entry = %s AND slot = ANY(%b) AND claimer = %s",
+                    (entry, old, claimer),
+                )
+                mine = {int(slot) for (slot,) in cur.fetchall()}
+        return plan_slots(wanted, set(old), start, mine)
 
-    def unclaim_slots(self, token: str, entry: str, slots: Sequence[int]) -> set[int]:
+    def unclaim_slots(
+        self, token: str, entry: str, slots: Sequence[int], *, claimer: str
+    ) -> set[int]:
         with self._database.transaction() as cur:
             if not self._holds(cur, token):
                 return set()

@@ -140,6 +140,21 @@ class Connection:
         with self.talking():
             return script(keys=keys, args=args, client=self.client)
 
+    def run_replicated(self, script: Script, keys: list[str], args: list[str | int]) -> Any:
+        """Run a script and, where ``min_replicas`` asks for replicas, WAIT for them: the
+        answer and how many replicas hold the script's writes (0 when none are asked for)."""
+        wanted = self.replication.replicas
+        with self.talking():
+            if not wanted:
+                return script(keys=keys, args=args, client=self.client), 0
+            # WAIT counts the replicas holding this connection's writes, so it goes down the
+            # same connection as the script, right behind it.
+            pipe = self.node().pipeline(transaction=False)
+            script(keys=keys, args=args, client=pipe)
+            pipe.execute_command("WAIT", wanted, self.replication.timeout_ms)  # type: ignore[no-untyped-call]
+            answer, acked = pipe.execute()
+            return answer, int(acked)
+
     @contextmanager
     def talking(self) -> Iterator[None]:
         """Turn redis-py's errors into the protocol's, worded for whoever reads the log."""

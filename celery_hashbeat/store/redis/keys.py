@@ -58,6 +58,12 @@ class Keys:
         #: ms), written by the first claim that recorded.
         self.sent = tag + "sent"
         self.sent_since = tag + "sent-since"
+        #: Which of those a backfill claim recorded: a set of ``<slot>|<entry>`` per claimer,
+        #: living CLAIMER_KEEP_MS, so a claim asked again after a lost reply knows its own.
+        self._sent_by = tag + "sent-by:"
+
+    def sent_by(self, claimer: str) -> str:
+        return self._sent_by + claimer
 
     def running(self, entry: str) -> str:
         """``entry``'s run lease."""

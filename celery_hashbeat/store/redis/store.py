@@ -173,16 +173,7 @@ class RedisStore(Store):
         ]
         replication = self._redis.replication
         wanted = replication.replicas
-        with self._redis.talking():
-            if wanted:
-                # WAIT counts the replicas holding this connection's writes, so it goes down the
-                # same connection as the claim, right behind it.
-                pipe = self._redis.node().pipeline(transaction=False)
-                self._claim(keys=keys, args=args, client=pipe)
-                pipe.execute_command("WAIT", wanted, replication.timeout_ms)  # type: ignore[no-untyped-call]
-                answered, acked = pipe.execute()
-            else:
-                answered, acked = self._redis.run(self._claim, keys, args), 0
+        answered, acked = self._redis.run_replicated(self._claim, keys, args)
         if answered == 0:
             return Claimed()  # the lease is not the caller's: nothing claimed
         answers = dict(zip(answered[::2], answered[1::2], strict=True))
@@ -231,14 +222,7 @@ class RedisStore(Store):
         check_token(token)
         keys = [self._keys.leader, self._keys.handed, self._keys.claimed]
         replication = self._redis.replication
-        with self._redis.talking():
-            if replication.replicas:
-                pipe = self._redis.node().pipeline(transaction=False)
-                self._take_handed(keys=keys, args=[token], client=pipe)
-                pipe.execute_command("WAIT", replication.replicas, replication.timeout_ms)  # type: ignore[no-untyped-call]
-                members, acked = pipe.execute()
-            else:
-                members, acked = self._redis.run(self._take_handed, keys, [token]), 0
+        members, acked = self._redis.run_replicated(self._take_handed, keys, [token])
         taken = sorted(map(_slot_and_entry, members))
         if taken and acked < replication.replicas:
             # Taking them must survive a failover, or the next leader would send them too.

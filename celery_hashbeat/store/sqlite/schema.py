@@ -89,9 +89,11 @@ ADDED_COLUMNS = {
     # When a name's records all went, and the floor of the changes (store/sqlite/lifetimes.py).
     "hashbeat_controls": ("removed_ms INTEGER",),
     "hashbeat_control_version": ("floor INTEGER NOT NULL DEFAULT 0",),
+    # Which backfill claim recorded a sent slot ('' for the regular claims: store/sqlite/sent.py).
+    "hashbeat_sent": ("claimer TEXT NOT NULL DEFAULT ''",),
 }
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 
 def prepare(db: sqlite3.Connection) -> None:

@@ -1,5 +1,6 @@
 """The record of sent slots (store/sent.py) in SQLite: a row per (entry, slot) claimed, in
-``hashbeat_sent``, and when recording began, in ``hashbeat_sent_since``.
+``hashbeat_sent`` with the backfill claim that recorded it (``claimer``; '' for the regular
+claims), and when recording began, in ``hashbeat_sent_since``.
 
 The store's claims and give-backs write it inside their own transactions (``check``,
 ``record``, ``drop``); backfills read and claim it through SQLiteSentRecords. It is trimmed by
@@ -39,23 +40,24 @@ def _pairs(pairs: list[Pair]) -> Iterator[tuple[list[object], str]]:
         yield [value for pair in chunk for value in pair], ", ".join(["(?, ?)"] * len(chunk))
 
 
-def check(db: sqlite3.Connection, prefix: str, pairs: Iterable[Pair]) -> set[Pair]:
-    """Which (entry, slot) ``pairs`` are recorded as sent."""
-    found: set[Pair] = set()
+def check(db: sqlite3.Connection, prefix: str, pairs: Iterable[Pair]) -> dict[Pair, str]:
+    """Which (entry, slot) ``pairs`` are recorded as sent, each with its claimer."""
+    found: dict[Pair, str] = {}
     for values, marks in _pairs(list(pairs)):
         # CROSS JOIN keeps the given pairs outermost: one index probe each, not a scan.
         rows = db.execute(
-            f"SELECT s.entry, s.slot FROM (VALUES {marks}) AS w CROSS JOIN hashbeat_sent s"
-            " ON s.prefix = ? AND s.entry = w.column1 AND s.slot = w.column2",
+            f"SELECT s.entry, s.slot, s.claimer FROM (VALUES {marks}) AS w"
+            " CROSS JOIN hashbeat_sent s ON s.prefix = ? AND s.entry = w.column1"
+            " AND s.slot = w.column2",
             (*values, prefix),
         )
-        found.update((entry, int(slot)) for entry, slot in rows)
+        found.update(((entry, int(slot)), claimer) for entry, slot, claimer in rows)
     return found
 
 
-def record(db: sqlite3.Connection, prefix: str, pairs: Iterable[Pair]) -> None:
-    """Record (entry, slot) ``pairs`` as sent (a claim's), trimming what is older than
-    SENT_KEEP_MS; the first recording marks when recording began."""
+def record(db: sqlite3.Connection, prefix: str, pairs: Iterable[Pair], claimer: str = "") -> None:
+    """Record (entry, slot) ``pairs`` as sent (a claim's: a backfill's names its ``claimer``),
+    trimming what is older than SENT_KEEP_MS; the first recording marks when recording began."""
     now = wall_now_ms()
     db.execute(
         "INSERT OR IGNORE INTO hashbeat_sent_since (prefix, since_ms) VALUES (?, ?)", (prefix, now)
@@ -64,8 +66,8 @@ def record(db: sqlite3.Connection, prefix: str, pairs: Iterable[Pair]) -> None:
         "DELETE FROM hashbeat_sent WHERE prefix = ? AND slot < ?", (prefix, now - SENT_KEEP_MS)
     )
     db.executemany(
-        "INSERT OR IGNORE INTO hashbeat_sent (prefix, entry, slot) VALUES (?, ?, ?)",
-        ((prefix, entry, int(slot)) for entry, slot in pairs),
+        "INSERT OR IGNORE INTO hashbeat_sent (prefix, entry, slot, claimer) VALUES (?, ?, ?, ?)",
+        ((prefix, entry, int(slot), claimer) for entry, slot in pairs),
     )
 
 
@@ -103,19 +105,24 @@ class SQLiteSentRecords(SentRecords):
             sent = check(db, self._prefix, ((entry, int(slot)) for slot in slots))
         return Recorded(start, frozenset(slot for _, slot in sent))
 
-    def claim_slots(self, token: str, entry: str, slots: Sequence[int]) -> SlotClaim | None:
+    def claim_slots(
+        self, token: str, entry: str, slots: Sequence[int], *, claimer: str
+    ) -> SlotClaim | None:
         check_token(token)
         with self._database.transaction() as db:
             if not self._holds(db, token):
                 return None
             start = _horizon(db, self._prefix)
             found = check(db, self._prefix, ((entry, int(slot)) for slot in slots))
-            plan = plan_slots(slots, {slot for _, slot in found}, start)
+            mine = {slot for (_, slot), by in found.items() if by == claimer}
+            plan = plan_slots(slots, {slot for _, slot in found}, start, mine)
             if plan.claimed:
-                record(db, self._prefix, ((entry, slot) for slot in plan.claimed))
+                record(db, self._prefix, ((entry, slot) for slot in plan.claimed), claimer)
         return plan
 
-    def unclaim_slots(self, token: str, entry: str, slots: Sequence[int]) -> set[int]:
+    def unclaim_slots(
+        self, token: str, entry: str, slots: Sequence[int], *, claimer: str
+    ) -> set[int]:
         with self._database.transaction() as db:
             if not self._holds(db, token):
                 return set()

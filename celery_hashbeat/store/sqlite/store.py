@@ -169,7 +169,8 @@ class SQLiteStore(Store):
                 return Claimed()
             stored = self._stored(db, list(slots))
             holders = self._runs.holders(db, [entry for entry in slots if entry in runs])
-            recorded = sent.check(db, self._prefix, ((e, int(s)) for e, (s, _) in slots.items()))
+            pairs = ((e, int(s)) for e, (s, _) in slots.items())
+            recorded = set(sent.check(db, self._prefix, pairs))
             plan = plan_claim(token, slots, runs, stored, holders, recorded)
             for entry, guard in plan.grants:
                 self._runs.grant(db, entry, guard.task_id, guard.ttl_ms)
