@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from celery_hashbeat._logs import OVERLAP, SCHEDULER
 from celery_hashbeat.beat.storecalls import FAILED
@@ -51,6 +51,17 @@ if TYPE_CHECKING:
     from celery_hashbeat.publish.publisher import Publisher
 
 logger = SCHEDULER
+
+
+class Turn(NamedTuple):
+    """One turn of a request: its entry, the slots it sends (``batch``), what is left of the
+    request once they are sent (None: nothing), and the turn's claimer."""
+
+    entry: Entry
+    request: Request
+    batch: list[int]
+    following: Request | None
+    claimer: str
 
 
 def split(taken: list[str]) -> tuple[list[str], list[Request]]:
@@ -122,18 +133,16 @@ class Backfills:
         # requests this turn hands back name none unless its claim goes unanswered too.
         claimer, request = request.claimer or uuid.uuid4().hex, request._replace(claimer="")
         following = request._replace(start=batch[-1] + 1) if len(slots) > len(batch) else None
-        if entry.run_ttl_ms:
-            return self._guarded(entry, request, batch, following, claimer)
-        return self._batch(entry, request, batch, following, claimer)
+        turn = Turn(entry, request, batch, following, claimer)
+        return self._guarded(turn) if entry.run_ttl_ms else self._batch(turn)
 
-    def _claim(
-        self, entry: Entry, request: Request, slots: list[int], claimer: str
-    ) -> list[int] | None:
-        """Claim ``slots`` against the record as ``claimer``: those claimed, or None when the
-        store did not answer or the lease is gone (the request is kept for the next turn)."""
+    def _claim(self, turn: Turn, slots: list[int]) -> list[int] | None:
+        """Claim ``slots`` against the record as the turn's claimer: those claimed, or None when
+        the store did not answer or the lease is gone (the request is kept for the next turn)."""
         calls = self._calls
+        entry, request = turn.entry, turn.request
         claim = calls.attempt(
-            calls.store.claim_slots, self._token, entry.name, slots, claimer=claimer
+            calls.store.claim_slots, self._token, entry.name, slots, claimer=turn.claimer
         )
         if claim is FAILED:
             logger.warning(
@@ -165,9 +174,10 @@ class Backfills:
             )
         return list(claim.claimed)
 
-    def _publish(self, entry: Entry, request: Request, slots: list[int], claimer: str) -> list[int]:
+    def _publish(self, turn: Turn, slots: list[int]) -> list[int]:
         """Publish claimed ``slots``; give back those that surely did not go out, and return
         them."""
+        entry, request = turn.entry, turn.request
         failed = []
         for _, slot, outcome, error in self._dispatcher.publish_past(entry, slots):
             if outcome in (Outcome.FAILED, Outcome.UNSENT):
@@ -187,35 +197,22 @@ class Backfills:
         if failed:
             calls = self._calls
             calls.attempt(
-                calls.store.unclaim_slots, self._token, entry.name, failed, claimer=claimer
+                calls.store.unclaim_slots, self._token, entry.name, failed, claimer=turn.claimer
             )
         return failed
 
-    def _batch(
-        self,
-        entry: Entry,
-        request: Request,
-        batch: list[int],
-        following: Request | None,
-        claimer: str,
-    ) -> Request | None:
-        claimed = self._claim(entry, request, batch, claimer)
+    def _batch(self, turn: Turn) -> Request | None:
+        claimed = self._claim(turn, turn.batch)
         if claimed is None:
-            return request._replace(claimer=claimer)
-        if claimed and self._publish(entry, request, claimed, claimer):
-            return request  # the slots sent are recorded: the next turn skips them
-        return following
+            return turn.request._replace(claimer=turn.claimer)
+        if claimed and self._publish(turn, claimed):
+            return turn.request  # the slots sent are recorded: the next turn skips them
+        return turn.following
 
-    def _guarded(
-        self,
-        entry: Entry,
-        request: Request,
-        batch: list[int],
-        following: Request | None,
-        claimer: str,
-    ) -> Request | None:
+    def _guarded(self, turn: Turn) -> Request | None:
         """One slot of a guarded entry, under its run lease as its overlap says."""
-        claimed = self._claim(entry, request, batch[:1], claimer)
+        entry, request, batch, following, claimer = turn
+        claimed = self._claim(turn, batch[:1])
         if claimed is None:
             return request._replace(claimer=claimer)
         rest = request._replace(start=batch[0] + 1) if len(batch) > 1 else following
@@ -244,7 +241,7 @@ class Backfills:
                 holder,
             )
             self._publisher.revoke(holder)
-        if self._publish(entry, request, [slot], claimer):
+        if self._publish(turn, [slot]):
             calls.attempt(calls.store.release_run, entry.name, task_id)
             return request
         return rest
