@@ -179,7 +179,7 @@ class Backfills:
         them."""
         entry, request = turn.entry, turn.request
         failed = []
-        for _, slot, outcome, error in self._dispatcher.publish_past(entry, slots):
+        for _, slot, outcome, error in self._dispatcher.publish_past(entry, slots, request.id):
             if outcome in (Outcome.FAILED, Outcome.UNSENT):
                 failed.append(slot)
             elif outcome is not Outcome.SENT:

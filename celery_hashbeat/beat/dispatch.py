@@ -310,11 +310,16 @@ class Dispatcher:
         """Publish claimed slots, keeping the lease while the broker is waited for."""
         return self._publisher.publish(slots, self._still_leading)
 
-    def publish_past(self, entry: Entry, slots: list[int]) -> list[Settled[Entry]]:
-        """Publish a backfill's claimed slots of ``entry`` (beat/backfill.py), as any claimed
-        slot; they are not the entry's latest sends, so they are not noted as such."""
+    def publish_past(self, entry: Entry, slots: list[int], ask: str) -> list[Settled[Entry]]:
+        """Publish the slots of ``entry`` that the backfill ``ask`` claimed (beat/backfill.py),
+        as any claimed slot; they are not the entry's latest sends, so the history records them
+        as the backfill's."""
         settled = self.publish([(entry, slot) for slot in slots])
         self._published.pop(entry.name, None)
+        now = self._now_ms()
+        for _, slot, outcome, _ in settled:
+            if outcome is Outcome.SENT:
+                self._watch.backfilled(entry.name, slot, slot_task_id(entry.name, slot), now, ask)
         return settled
 
     def _still_leading(self) -> bool:

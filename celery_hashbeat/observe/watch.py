@@ -16,6 +16,7 @@ from collections.abc import Callable
 from celery_hashbeat.observe.history import (
     DROPPED,
     MISSED,
+    SENT,
     SKIPPED,
     TRIGGER,
     Outbox,
@@ -124,6 +125,12 @@ class Watch:
             late_after = self.late_after_ms.get(entry) if self.late_after_ms else None
             if late_after is not None and lateness > late_after:
                 self.metrics.count_late(entry)
+
+    def backfilled(self, entry: str, slot: int, task_id: str, published_ms: int, ask: str) -> None:
+        """A past slot sent by the backfill ``ask`` (beat/backfill.py): in the history, saying
+        so, and out of the lateness metrics, since it was asked for late on purpose."""
+        reason = f"backfill {ask}"
+        self.outbox.add(entry, Record(SENT, slot, published_ms, self.token, task_id, reason))
 
     def triggered(
         self, entry: str, task_id: str, asked_ms: int, published_ms: int, forced: bool = False

@@ -82,6 +82,11 @@ def test_a_backfill_sends_each_slot_not_sent_once_with_its_slot_id(
     assert slot_ids(broker) == [slot_task_id("tick", ms(clock, -5))]
     changes = [c for c in admin.audit("tick") if c.action == "backfill"]
     assert [c.details["to_send"] for c in changes] == [0, 3]
+    # The history says which sends were the backfill's.
+    backfilled = [r for r in admin.recent("tick") if r.reason == f"backfill {done.request}"]
+    assert sorted((r.outcome, r.slot, r.task_id) for r in backfilled) == [
+        ("sent", slot, slot_task_id("tick", slot)) for slot in done.to_send
+    ]
     assert changes[-1].reason == "outage" and changes[-1].details["slots"] == 4
 
 
