@@ -1,8 +1,8 @@
 """The fault x path matrix (docs/design.md §17), judged cell by cell.
 
-By default a diagonal runs: every path once and every fault at least once. ``pytest -m matrix``
-runs every cell (``.ci/run`` does); ``-k`` picks cells by name, e.g. ``-k "amqp-confirms and
-sigstop"``.
+With ``-m slow`` a diagonal runs: every path once and every fault at least once.
+``pytest -m matrix`` runs every cell (``.ci/run`` does); ``-k`` picks cells by name, e.g.
+``-k "amqp-confirms and sigstop"``.
 """
 
 from __future__ import annotations
