@@ -56,7 +56,7 @@ from celery_hashbeat.publish.message import send_slot
 from celery_hashbeat.publish.publisher import PUBLISH_TIMEOUT_S, Publisher
 from celery_hashbeat.settings import ConfigurationExit, Settings
 from celery_hashbeat.store import open_store
-from celery_hashbeat.store.base import StoreConfigError
+from celery_hashbeat.store.errors import StoreConfigError
 from celery_hashbeat.store.options import mask_url
 
 if TYPE_CHECKING:

@@ -30,7 +30,7 @@ from celery_hashbeat.entries.errors import EntryFinished, ScheduleEnded, Schedul
 from celery_hashbeat.publish.batch import Outcome, Settled
 from celery_hashbeat.publish.message import slot_iso, slot_task_id
 from celery_hashbeat.publish.publisher import PUBLISH_RETRY_MS
-from celery_hashbeat.store.base import ReplicasBehind
+from celery_hashbeat.store.errors import ReplicasBehind
 
 if TYPE_CHECKING:
     from celery_hashbeat.beat.lease import Lease
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from celery_hashbeat.entries.entry import Entry
     from celery_hashbeat.observe.watch import Watch
     from celery_hashbeat.publish.publisher import Publisher
-    from celery_hashbeat.store.base import Fence
+    from celery_hashbeat.store.values import Fence
 
 #: The scheduler's logger: operators filter one name for everything a beat says about its slots.
 logger = SCHEDULER

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from celery_hashbeat.entries.catalog import Catalog
     from celery_hashbeat.entries.entry import Entry
     from celery_hashbeat.observe.watch import Watch
-    from celery_hashbeat.store.base import Fence
+    from celery_hashbeat.store.values import Fence
 
 #: The scheduler's logger: operators filter one name for everything a beat says about its slots.
 logger = SCHEDULER

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from celery_hashbeat._logs import LEASE
 from celery_hashbeat._outage import Outage
-from celery_hashbeat.store.base import StoreAuthError, StoreError
+from celery_hashbeat.store.errors import StoreAuthError, StoreError
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -1,6 +1,6 @@
 """No run on top of a run, the beat's side (docs/design.md §12).
 
-A guarded entry's claim takes its run lease in the same store call (store/base.py RunGuard). When
+A guarded entry's claim takes its run lease in the same store call (store/values.py RunGuard). When
 another run still holds it, the entry's ``overlap`` decides: ``skip`` fences the slot and sends
 nothing, ``buffer_one`` leaves the slot unclaimed and asks again shortly (a newer slot due
 meanwhile takes its place), ``replace`` revokes the holder and sends. Skips are counted, and
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from celery_hashbeat._logs import OVERLAP
 from celery_hashbeat.publish.message import slot_iso, slot_task_id
-from celery_hashbeat.store.base import Claimed, RunGuard
+from celery_hashbeat.store.values import Claimed, RunGuard
 
 if TYPE_CHECKING:
     from collections.abc import Iterable

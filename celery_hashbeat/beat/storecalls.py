@@ -21,7 +21,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Final, Literal, ParamSpec, TypeVar
 
 from celery_hashbeat._background import Abandoned, Runner
-from celery_hashbeat.store.base import StoreUnavailable
+from celery_hashbeat.store.errors import StoreUnavailable
 
 if TYPE_CHECKING:
     from celery_hashbeat.store.base import Store

@@ -33,7 +33,7 @@ from celery_hashbeat.store import Store, StoreConfigError, StoreError, open_stor
 if TYPE_CHECKING:
     from celery import Celery
 
-    from celery_hashbeat.store.base import Fence
+    from celery_hashbeat.store.values import Fence
 
 
 def app_option(function: Callable[..., Any]) -> Callable[..., Any]:

@@ -22,7 +22,7 @@ from celery_hashbeat.control import running
 from celery_hashbeat.control.deploy import DeployPlan, EntryChange, compare
 from celery_hashbeat.control.words import stamp
 from celery_hashbeat.store import Store
-from celery_hashbeat.store.base import BeatInfo
+from celery_hashbeat.store.values import BeatInfo
 
 #: The exit code when the candidate changes something.
 CHANGES = 2

@@ -38,7 +38,7 @@ from celery_hashbeat.entries.entry import Entry
 from celery_hashbeat.entries.oneshot import once_state
 from celery_hashbeat.expr.slots import CalendarSlots, IntervalSlots
 from celery_hashbeat.schedules import at, hashcron, hashinterval
-from celery_hashbeat.store.base import Fence, Roster
+from celery_hashbeat.store.values import Fence, Roster
 
 if TYPE_CHECKING:
     from celery import Celery

@@ -33,7 +33,7 @@ from celery_hashbeat.control.definitions import DefinitionError, Pause, decode_p
 from celery_hashbeat.control.words import stamp
 from celery_hashbeat.settings import DEFAULT_KEY_PREFIX
 from celery_hashbeat.store import BeatInfo, LeaseInfo, Store
-from celery_hashbeat.store.base import Roster
+from celery_hashbeat.store.values import Roster
 
 
 @click.command()

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
     from celery_hashbeat.entries.entry import Entry
     from celery_hashbeat.store import Store
-    from celery_hashbeat.store.base import Fence, Roster
+    from celery_hashbeat.store.values import Fence, Roster
 
 #: Slots listed per entry by ``get`` and ``list``.
 NEXT_SLOTS = 10

@@ -40,7 +40,7 @@ logger = SCHEDULER
 
 
 class PlannedFence(StoredFence, Protocol):
-    """What planning reads of the fence the store keeps for an entry (store.base.Fence)."""
+    """What planning reads of the fence the store keeps for an entry (store.values.Fence)."""
 
     @property
     def slot(self) -> int: ...

@@ -51,7 +51,7 @@ class EntryOwner(Protocol):
 
 
 class StoredFence(Protocol):
-    """What an entry reads of the fence the store keeps for it (store.base.Fence): the
+    """What an entry reads of the fence the store keeps for it (store.values.Fence): the
     fingerprint of the schedule its slot belongs to, None if that was not recorded."""
 
     @property

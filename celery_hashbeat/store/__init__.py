@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from celery_hashbeat.store.base import (
-    BeatInfo,
-    LeaseInfo,
-    Store,
+from celery_hashbeat.store.base import Store
+from celery_hashbeat.store.errors import (
     StoreAuthError,
     StoreConfigError,
     StoreError,
@@ -19,6 +17,7 @@ from celery_hashbeat.store.postgres.store import PostgresStore
 from celery_hashbeat.store.redis.connect import SCHEMES as REDIS_SCHEMES
 from celery_hashbeat.store.redis.store import RedisStore
 from celery_hashbeat.store.sqlite.store import SQLiteStore
+from celery_hashbeat.store.values import BeatInfo, LeaseInfo
 
 __all__ = [
     "BeatInfo",

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
-from celery_hashbeat.store.base import Claimed, Fence, RunGuard
+from celery_hashbeat.store.values import Claimed, Fence, RunGuard
 
 #: A fence row as the row stores keep it: entry, slot, token, previous, fingerprint, runs.
 Row = tuple[str, int, str, str, str, int]

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from urllib.parse import parse_qsl
 
-from celery_hashbeat.store.base import RunGuard, StoreConfigError
+from celery_hashbeat.store.errors import StoreConfigError
+from celery_hashbeat.store.values import RunGuard
 
 SETTING = "hashbeat_store_url"
 

@@ -22,7 +22,7 @@ from celery_hashbeat.control.admin import ScheduleAdmin
 from celery_hashbeat.control.refusals import AdminError
 from celery_hashbeat.control.words import stamp as words_stamp
 from celery_hashbeat.settings import Settings
-from celery_hashbeat.store.base import StoreError
+from celery_hashbeat.store.errors import StoreError
 from celery_hashbeat.web.actions import act
 from celery_hashbeat.web.auth import CSRF_COOKIE, SESSION_COOKIE, SESSION_S, Guard
 from celery_hashbeat.web.console import STATES, Console, PlanCache

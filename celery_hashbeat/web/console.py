@@ -28,7 +28,7 @@ from celery_hashbeat.web.spread import MOST_ENTRIES, Spread, spread
 
 if TYPE_CHECKING:
     from celery_hashbeat.store import Store
-    from celery_hashbeat.store.base import BeatInfo, LeaseInfo
+    from celery_hashbeat.store.values import BeatInfo, LeaseInfo
 
 #: Next slots listed per copy of a fanned-out entry.
 COPY_SLOTS = 3

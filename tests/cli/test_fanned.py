@@ -20,7 +20,7 @@ from typing import Any
 
 from celery_hashbeat.cli.output import Exit
 from celery_hashbeat.store import Store
-from celery_hashbeat.store.base import RunGuard
+from celery_hashbeat.store.values import RunGuard
 
 Run = Callable[..., subprocess.CompletedProcess[str]]
 FANNED = "tests.cli.fanned"

@@ -14,7 +14,7 @@ from celery_hashbeat.entries.building import build_entry
 from celery_hashbeat.entries.entry import Entry
 from celery_hashbeat.entries.sharing import SharedSlots
 from celery_hashbeat.settings import Settings
-from celery_hashbeat.store.base import Fence
+from celery_hashbeat.store.values import Fence
 
 NOW = 1_900_000_000_000
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from celery_hashbeat.store import Store
-from celery_hashbeat.store.base import Fence
+from celery_hashbeat.store.values import Fence
 
 LONG = 60_000
 FP = "fp1"

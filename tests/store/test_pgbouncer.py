@@ -12,8 +12,8 @@ from collections.abc import Iterator
 import pytest
 
 from celery_hashbeat.store import open_store
-from celery_hashbeat.store.base import RunGuard
 from celery_hashbeat.store.controls import DEFINITION
+from celery_hashbeat.store.values import RunGuard
 from tests.support.postgres import PgBouncer, PostgresServer, pgbouncer_binary
 
 

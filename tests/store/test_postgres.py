@@ -23,7 +23,7 @@ from celery_hashbeat.store import (
     StoreUnavailable,
     open_store,
 )
-from celery_hashbeat.store.base import StoreError
+from celery_hashbeat.store.errors import StoreError
 from celery_hashbeat.store.postgres.schema import SCHEMA_VERSION
 from tests.support.postgres import PASSWORD, PostgresServer, wait_answering
 from tests.support.processes import ROOT

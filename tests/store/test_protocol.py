@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 
 from celery_hashbeat.store import BeatInfo, Store, StoreConfigError, open_store
-from celery_hashbeat.store.base import Fence, RunGuard
+from celery_hashbeat.store.values import Fence, RunGuard
 
 from .conftest import Backend
 

@@ -20,8 +20,8 @@ from celery_hashbeat.store import (
     StoreUnavailable,
     open_store,
 )
-from celery_hashbeat.store.base import Fence
 from celery_hashbeat.store.redis.scripts import CLAIM_SCRIPT, RENEW_SCRIPT
+from celery_hashbeat.store.values import Fence
 from tests.support.redis_server import RedisProcess, free_port, redis_server_binary
 
 LONG = 60_000

@@ -10,8 +10,9 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from celery_hashbeat.store import StoreAuthError, StoreConfigError, StoreUnavailable, open_store
-from celery_hashbeat.store.base import RunGuard, Store
+from celery_hashbeat.store.base import Store
 from celery_hashbeat.store.sent import SlotClaim
+from celery_hashbeat.store.values import RunGuard
 from tests.support.redis_server import RedisProcess
 from tests.support.redis_topologies import ClusterSetup, SentinelSetup, Server, wait_for
 

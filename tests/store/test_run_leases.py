@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 
 from celery_hashbeat.store import Store
-from celery_hashbeat.store.base import Roster, RunGuard
+from celery_hashbeat.store.values import Roster, RunGuard
 
 LONG = 60_000
 SHORT = 200

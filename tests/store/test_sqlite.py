@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from celery_hashbeat.store import SQLiteStore, StoreConfigError, StoreUnavailable, open_store
-from celery_hashbeat.store.base import Fence
 from celery_hashbeat.store.sqlite import clock, schema
+from celery_hashbeat.store.values import Fence
 
 LONG = 60_000
 

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from celery_hashbeat.store.base import StoreAuthError, StoreError, StoreReadOnly, StoreUnavailable
+from celery_hashbeat.store.errors import StoreAuthError, StoreError, StoreReadOnly, StoreUnavailable
 from celery_hashbeat.store.postgres.connect import Target, psycopg
 from celery_hashbeat.store.postgres.schema import Tables, prepare
 from celery_hashbeat.store.postgres.watchdog import Cursor, Watchdog

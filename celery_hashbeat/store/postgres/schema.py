@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from celery_hashbeat.store.base import StoreConfigError, StoreError
+from celery_hashbeat.store.errors import StoreConfigError, StoreError
 
 SCHEMA_VERSION = 4
 
@@ -80,7 +80,7 @@ def statements(t: Tables) -> list[str]:
         f"CREATE TABLE IF NOT EXISTS {t.lease} (one boolean PRIMARY KEY DEFAULT true"
         " CHECK (one), token text NOT NULL, expires_at timestamptz NOT NULL)",
         f"INSERT INTO {t.lease} (token, expires_at) VALUES ('', 'epoch') ON CONFLICT DO NOTHING",
-        # The fences (store/base.py): one row per entry, its fields as columns.
+        # The fences (store/values.py): one row per entry, its fields as columns.
         f"CREATE TABLE IF NOT EXISTS {t.fired} (entry text PRIMARY KEY, slot bigint NOT NULL,"
         " token text NOT NULL DEFAULT '-', previous text NOT NULL DEFAULT '',"
         " fingerprint text NOT NULL DEFAULT '', runs bigint NOT NULL DEFAULT 0)",

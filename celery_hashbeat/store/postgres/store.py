@@ -18,17 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
-from celery_hashbeat.store.base import (
-    HANDOVER_KEEP_MS,
-    HISTORY_CAP,
-    BeatInfo,
-    Claimed,
-    Fence,
-    History,
-    LeaseInfo,
-    RunGuard,
-    Store,
-)
+from celery_hashbeat.store.base import HANDOVER_KEEP_MS, HISTORY_CAP, History, Store
 from celery_hashbeat.store.fencing import (
     Row,
     fresh,
@@ -54,6 +44,7 @@ from celery_hashbeat.store.postgres.operations import PostgresOperatorRecords
 from celery_hashbeat.store.postgres.runs import RunLeases
 from celery_hashbeat.store.postgres.schema import Tables
 from celery_hashbeat.store.postgres.sent import PostgresSentRecords
+from celery_hashbeat.store.values import BeatInfo, Claimed, Fence, LeaseInfo, RunGuard
 
 T = TypeVar("T")
 

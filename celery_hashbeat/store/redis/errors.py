@@ -9,12 +9,7 @@ from __future__ import annotations
 import redis
 from redis.exceptions import RedisClusterException
 
-from celery_hashbeat.store.base import (
-    StoreAuthError,
-    StoreError,
-    StoreReadOnly,
-    StoreUnavailable,
-)
+from celery_hashbeat.store.errors import StoreAuthError, StoreError, StoreReadOnly, StoreUnavailable
 
 # Server replies that mean "not now" rather than "never": retrying later can succeed.
 # MOVED, ASK and CLUSTERDOWN come from a Redis Cluster whose slots are moving (a failover).

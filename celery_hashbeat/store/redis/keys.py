@@ -17,7 +17,7 @@ class Keys:
         self._tag = tag
         #: The leader's token, with the lease TTL as the key's expiry.
         self.leader = tag + "leader"
-        #: A hash: entry name -> its fence (``slot|token|previous|fingerprint``, store/base.py).
+        #: A hash: entry name -> its fence (``slot|token|previous|fingerprint``, store/values.py).
         self.fired = tag + "fired"
         #: A hash: entry name -> its run count, changed by the scripts that change fences.
         self.runs = tag + "runs"

@@ -86,7 +86,7 @@ end
 return 0
 """
 
-# Helper, put before the scripts that read fences: parse(value) reads a fence as store/base.py's
+# Helper, put before the scripts that read fences: parse(value) reads a fence as store/values.py's
 # parse_stored does (slot, token, previous, fingerprint; a bare slot of release 0.1 is a claim by
 # "-"), or gives nil for a value that does not parse, which the scripts treat as absent, so that
 # no script ever fails on a stored value.

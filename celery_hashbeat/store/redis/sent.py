@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from celery_hashbeat.store.base import ReplicasBehind
+from celery_hashbeat.store.errors import ReplicasBehind
 from celery_hashbeat.store.options import check_token
 from celery_hashbeat.store.redis.connect import Connection
 from celery_hashbeat.store.redis.keys import Keys

@@ -13,18 +13,8 @@ import re
 from collections.abc import Iterable, Mapping
 
 from celery_hashbeat.store import retention
-from celery_hashbeat.store.base import (
-    HANDOVER_KEEP_MS,
-    HISTORY_CAP,
-    BeatInfo,
-    Claimed,
-    Fence,
-    History,
-    LeaseInfo,
-    ReplicasBehind,
-    RunGuard,
-    Store,
-)
+from celery_hashbeat.store.base import HANDOVER_KEEP_MS, HISTORY_CAP, History, Store
+from celery_hashbeat.store.errors import ReplicasBehind
 from celery_hashbeat.store.options import (
     check_digest,
     check_guard,
@@ -55,6 +45,7 @@ from celery_hashbeat.store.redis.scripts import (
 )
 from celery_hashbeat.store.redis.sent import RedisSentRecords
 from celery_hashbeat.store.sent import SENT_CAP, SENT_KEEP_MS
+from celery_hashbeat.store.values import BeatInfo, Claimed, Fence, LeaseInfo, RunGuard
 
 #: A heartbeat's value; the digest (any text without "|") is marked with "d" so that no role,
 #: however spelled, is misread.

@@ -12,7 +12,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
-from celery_hashbeat.store.base import StoreReadOnly, StoreUnavailable
+from celery_hashbeat.store.errors import StoreReadOnly, StoreUnavailable
 from celery_hashbeat.store.options import DEFAULT_TIMEOUT_S, Options, config_error
 from celery_hashbeat.store.sqlite.schema import prepare
 

@@ -11,17 +11,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable, Mapping
 
-from celery_hashbeat.store.base import (
-    HANDOVER_KEEP_MS,
-    HISTORY_CAP,
-    BeatInfo,
-    Claimed,
-    Fence,
-    History,
-    LeaseInfo,
-    RunGuard,
-    Store,
-)
+from celery_hashbeat.store.base import HANDOVER_KEEP_MS, HISTORY_CAP, History, Store
 from celery_hashbeat.store.fencing import (
     Row,
     plan_anchors,
@@ -49,6 +39,7 @@ from celery_hashbeat.store.sqlite.lifetimes import (
 from celery_hashbeat.store.sqlite.operations import SQLiteOperatorRecords
 from celery_hashbeat.store.sqlite.runs import RunLeases
 from celery_hashbeat.store.sqlite.sent import SQLiteSentRecords
+from celery_hashbeat.store.values import BeatInfo, Claimed, Fence, LeaseInfo, RunGuard
 
 
 class SQLiteStore(Store):
