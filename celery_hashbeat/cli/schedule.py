@@ -31,8 +31,8 @@ from celery_hashbeat.cli.output import (
     table,
 )
 from celery_hashbeat.cli.terms import crontab_text
+from celery_hashbeat.control.calendars import fates
 from celery_hashbeat.control.words import stamp
-from celery_hashbeat.entries.bounds import BoundedSlots
 from celery_hashbeat.entries.building import calendar_keys
 from celery_hashbeat.entries.entry import Entry
 from celery_hashbeat.entries.oneshot import once_state
@@ -77,28 +77,6 @@ class Row:
     moved: int = 0
     #: A one-shot's state (docs/design.md §21): done, or when it fires.
     one_shot: str | None = None
-
-
-#: The most slots before an entry's next run that are put to its calendar.
-CALENDAR_LOOK = 1000
-
-
-def calendar_fates(entry: Entry, now: int, next_ms: int) -> tuple[int, int]:
-    """How many slots of the schedule under an entry's calendar, from ``now`` to its next run
-    ``next_ms``, the calendar leaves out, and moves (CALENDAR_LOOK of them at most)."""
-    source = entry.source
-    source = source.inner if isinstance(source, BoundedSlots) else source
-    if not isinstance(source, CalendarSlots):
-        return 0, 0
-    left_out = moved = 0
-    slot = source.inner.next_after(now)
-    for _ in range(CALENDAR_LOOK):
-        if slot >= next_ms:
-            break
-        fate = source.fate(slot)
-        left_out, moved = left_out + (fate is None), moved + (fate not in (None, slot))
-        slot = source.inner.next_after(slot)
-    return left_out, moved
 
 
 def inner_source(entry: Entry) -> object:
@@ -210,7 +188,8 @@ def schedule_command(app_name: str | None, no_store: bool, as_json: bool) -> Non
             row.next_ms = built.next_slot(entry.name, fence, now)
             row.silent = built.silent(entry.name, fence)
             if row.excluding is not None and row.next_ms is not None:
-                row.left_out, row.moved = calendar_fates(entry, now, row.next_ms)
+                found = fates(entry, now, row.next_ms)
+                row.left_out, row.moved = found.left_out_count, found.moved_count
         row.last_ms = None if fence is None or fence.anchor else fence.slot
         fence_slot = None if fence is None else fence.slot
         next_slots = [] if row.next_ms is None else [row.next_ms]

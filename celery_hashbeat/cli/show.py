@@ -137,7 +137,22 @@ def entry_json(view: EntryView) -> dict[str, object]:
         else {"reason": pause.reason, "since": stamp_iso(pause.at)},
         "next_slots": [stamp_iso(slot) for slot in view.next_slots],
         **({} if view.state is None else {"one_shot": view.state}),
+        **calendar_json(view),
     }
+
+
+def calendar_json(view: EntryView) -> dict[str, object]:
+    """What the entry's calendar did to the slots shown, for --json (nothing without one)."""
+    found: dict[str, object] = {}
+    if view.moved_from:
+        found["moved_from"] = {
+            stamp_iso(slot): [stamp_iso(origin) for origin in origins]
+            for slot, origins in view.moved_from.items()
+        }
+    if view.fates.left_out_count:
+        found["left_out"] = [stamp_iso(slot) for slot in view.fates.left_out]
+        found["left_out_count"] = view.fates.left_out_count
+    return found
 
 
 def view_json(view: EntryView) -> dict[str, object]:
@@ -163,11 +178,24 @@ def describe_view(view: EntryView, now: int) -> str:
     lines.append(("paused", paused_text(view, now) or "no"))
     if view.state is not None:
         lines.append(("one-shot", view.state))
-    slots = [f"{stamp(slot)} ({relative(slot, now)})" for slot in view.next_slots]
+    slots = [
+        f"{stamp(slot)} ({relative(slot, now)}){moved(view, slot)}" for slot in view.next_slots
+    ]
     none = "none while paused" if view.paused else "-"
     lines += [("next slots" if i == 0 else "", slot) for i, slot in enumerate(slots or [none])]
+    fates = view.fates
+    if fates.left_out_count:
+        more = fates.left_out_count - len(fates.left_out)
+        left = [stamp(slot) for slot in fates.left_out] + ([f"and {more} more"] if more else [])
+        lines += [("left out" if i == 0 else "", text) for i, text in enumerate(left)]
     width = max(len(key) for key, _ in lines) + 2
     return "\n".join(f"{key:<{width}}{text}".rstrip() for key, text in lines) + "\n"
+
+
+def moved(view: EntryView, slot: int) -> str:
+    """What the entry's calendar moved onto ``slot``, in words ("" for nothing)."""
+    origins = view.moved_from.get(slot)
+    return f", moved from {', '.join(map(stamp, origins))}" if origins else ""
 
 
 @click.command()

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
+from celery_hashbeat.control.calendars import Fates, fates, moved_from
 from celery_hashbeat.control.definitions import (
     DefinitionError,
     Pause,
@@ -58,6 +59,11 @@ class EntryView:
     revision: int | None = None
     #: A one-shot's state (docs/design.md §21): done, paused or to come; None for other entries.
     state: str | None = None
+    #: The next slots its calendar moved slots onto (docs/design.md §20), each to those slots.
+    moved_from: dict[int, list[int]] = field(default_factory=dict)
+    #: What its calendar does to the schedule's own slots from now to the last of
+    #: ``next_slots``; asked of entries named (``get``), not of a whole listing.
+    fates: Fates = field(default_factory=Fates)
 
     @property
     def paused(self) -> bool:
@@ -178,13 +184,21 @@ def entry_views(
         else:
             source, definition = "store", stored_data(name, cast(str, stored))
             revision = definition.pop("revision", 0)
-        slots = [
-            slot
+        each = {
+            planned_name: planned.next_slots(planned_name, fences.get(planned_name), now, count)
             for planned_name in planning[name]
-            for slot in planned.next_slots(planned_name, fences.get(planned_name), now, count)
-        ]
+        }
+        slots = [slot for found in each.values() for slot in found]
+        moved = {
+            slot: origin
+            for planned_name, found in each.items()
+            for slot, origin in moved_from(planned.catalog.entries.get(planned_name), found).items()
+        }
         pause = pause_of(name, pause_text)
         entry, fence = planned.catalog.entries.get(name), fences.get(name)
+        found = Fates()
+        if wanted is not None and slots:
+            found = fates(entry, now, sorted(slots)[:count][-1])
         views.append(
             EntryView(
                 name,
@@ -195,6 +209,8 @@ def entry_views(
                 recent_outcomes(store, name, recent) if recent else [],
                 revision,
                 one_shot_state(entry, fence, slots, pause is not None and pause.paused),
+                moved,
+                found,
             )
         )
     return views

@@ -202,3 +202,42 @@ def test_spread_counts_what_calendars_leave_out_and_move(run: Run) -> None:
     # launch is outside the week; weekdays fires Mon-Fri (5), moved every day but the 1st (6),
     # and Celery's own celery.backend_cleanup every day (7).
     assert shown["hashed"]["total"] == 5 + 6 + 7
+
+
+def test_show_marks_each_moved_slot_with_the_slot_it_came_from_and_lists_those_left_out(
+    run: Run,
+) -> None:
+    """Saturday's 09:00 moves to Monday (it is the only slot: each Monday shown is a Saturday's);
+    Wednesday's stand, and Sunday's are left out."""
+    for name, cron, exclude, on in (
+        ("weekly", "0 9 * * 6", "sat,sun", "next_business_day"),
+        ("midweek", "0 9 * * 0,3", "sun", "skip"),
+    ):
+        added = ("add", name, "-A", APP, "--task", TASK, "--cron", cron, "--exclude", exclude)
+        ok(run("hashbeat", *added, "--on-excluded", on))
+    weekly = json.loads(ok(run("hashbeat", "show", "weekly", "-A", APP, "--json")))
+    landed = [datetime.fromisoformat(slot) for slot in weekly["next_slots"]]
+    assert landed and all(slot.weekday() == 0 and slot.time() == time(9) for slot in landed)
+    assert weekly["moved_from"] == {
+        slot.isoformat(timespec="milliseconds"): [
+            (slot - timedelta(days=2)).isoformat(timespec="milliseconds")
+        ]
+        for slot in landed
+    }
+    text = ok(run("hashbeat", "show", "weekly", "-A", APP))
+    first = landed[0] - timedelta(days=2)
+    assert f"moved from {first:%Y-%m-%d} 09:00:00" in text.replace("T", " ")
+
+    midweek = json.loads(ok(run("hashbeat", "show", "midweek", "-A", APP, "--json")))
+    kept = [datetime.fromisoformat(slot) for slot in midweek["next_slots"]]
+    assert kept and all(slot.weekday() == 2 for slot in kept)
+    sundays = [
+        kept[0] - timedelta(days=3) + timedelta(weeks=week)
+        for week in range(len(kept) + 1)
+        if datetime.now(timezone.utc)
+        < kept[0] - timedelta(days=3) + timedelta(weeks=week)
+        < kept[-1]
+    ]
+    assert midweek["left_out"] == [s.isoformat(timespec="milliseconds") for s in sundays]
+    assert midweek["left_out_count"] == len(sundays) and "moved_from" not in midweek
+    assert "left out" in ok(run("hashbeat", "show", "midweek", "-A", APP))

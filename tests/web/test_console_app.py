@@ -4,6 +4,7 @@ a real Redis; what changed is read back through ScheduleAdmin."""
 
 from __future__ import annotations
 
+import datetime
 import os
 import re
 import subprocess
@@ -306,3 +307,25 @@ def test_the_kept_plan_followed_through_changes_plans_as_a_fresh_one(
     assert followed == fresh
     assert before["b-3"] != fresh["b-3"], "no entry was moved by another's arrival"
     reading.close()
+
+
+def test_an_entrys_page_marks_slots_its_calendar_moved_and_lists_those_it_left_out(
+    console: ConsoleApp, admin: ScheduleAdmin
+) -> None:
+    admin.add(
+        "weekly",
+        "shop.report",
+        hashcron("0 9 * * 6", exclude=["sat,sun"], on_excluded="next_business_day"),
+    )
+    admin.add("midweek", "shop.report", hashcron("0 9 * * 0,3", exclude=["sun"]))
+    page = Client(console).get("/entry?name=weekly").get_data(as_text=True)
+    moved = re.findall(r'class="moved">moved from (\d{4}-\d\d-\d\d) 09:00', page)
+    assert len(moved) == 10  # every slot shown is a Saturday's, on the Monday after it
+    assert all(datetime.date.fromisoformat(day).weekday() == 5 for day in moved)
+    assert "Left out by its calendar" not in page
+    page = Client(console).get("/entry?name=midweek").get_data(as_text=True)
+    assert 'class="moved"' not in page
+    left = re.search(r'class="left-out">(.*?)</dd>', page)
+    assert left, "the Sundays left out are not listed"
+    days = re.findall(r"(\d{4}-\d\d-\d\d) 09:00", left.group(1))
+    assert days and all(datetime.date.fromisoformat(day).weekday() == 6 for day in days)
