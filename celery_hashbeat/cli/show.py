@@ -112,10 +112,12 @@ def detail(record: Record) -> str:
 
 
 def paused_text(view: EntryView, now: int) -> str:
-    """``since ... (2m ago): why`` for a paused entry, "" for one that is not."""
+    """``since ... (2m ago) by who: why`` for a paused entry, "" for one that is not."""
     if view.pause is None or not view.pause.paused:
         return ""
     since = f"since {stamp(view.pause.at)} ({relative(view.pause.at, now)})"
+    if view.pause.who:
+        since += f" by {view.pause.who}"
     return f"{since}: {view.pause.reason}" if view.pause.reason else since
 
 
@@ -134,7 +136,7 @@ def entry_json(view: EntryView) -> dict[str, object]:
         "definition": view.definition,
         "paused": None
         if pause is None or not pause.paused
-        else {"reason": pause.reason, "since": stamp_iso(pause.at)},
+        else {"reason": pause.reason, "since": stamp_iso(pause.at), "by": pause.who},
         "next_slots": [stamp_iso(slot) for slot in view.next_slots],
         **({} if view.state is None else {"one_shot": view.state}),
         **calendar_json(view),

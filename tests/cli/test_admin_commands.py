@@ -5,7 +5,9 @@ code, that changes nothing stored."""
 
 from __future__ import annotations
 
+import getpass
 import json
+import socket
 import subprocess
 import uuid
 from collections.abc import Callable, Iterator
@@ -127,7 +129,11 @@ def test_an_entry_through_its_life(run: Run, target: Target) -> None:
     text = ok(hashbeat(run, target, "show", NAME))
     assert f"entry       {NAME}  (store)" in text and "schedule    H 6 * * * (Europe/Riga)" in text
     assert "paused      since " in text and ": supplier outage" in text
+    # Who paused it: the OS user and host, as the audit trail names them.
+    by = f"{getpass.getuser()}@{socket.gethostname()}"
+    assert f" by {by}: supplier outage" in text
     shown = json.loads(ok(hashbeat(run, target, "show", NAME, "--json")))
+    assert shown["paused"]["by"] == by
     assert shown["definition"] == entry["definition"] and shown["history"] == []
     assert shown["next_slots"] == entry["next_slots"]
     assert "next slots  none while paused" in text
