@@ -30,7 +30,8 @@ import waitress
 from celery import Celery
 
 from celery_hashbeat import hashcron
-from celery_hashbeat.control.definitions import Pause, encode, encode_pause
+from celery_hashbeat.control.definitions import encode
+from celery_hashbeat.control.pause_and_trigger import Pause, encode_pause
 from celery_hashbeat.store import open_store
 from celery_hashbeat.store.controls import DEFINITION, PAUSE
 from celery_hashbeat.web import make_app

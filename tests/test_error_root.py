@@ -14,7 +14,7 @@ from celery_hashbeat import (
     UnknownEntryError,
     parse,
 )
-from celery_hashbeat.control.definitions import DefinitionError
+from celery_hashbeat.control.stored_text import DefinitionError
 from celery_hashbeat.entries.errors import EntryError, FanOutError, ScheduleEnded
 from celery_hashbeat.errors import HashbeatError
 from celery_hashbeat.observe.http import PortInUse

@@ -39,7 +39,7 @@ from celery_hashbeat.control.backfill import (
     slot_range,
     slots_between,
 )
-from celery_hashbeat.control.definitions import DefinitionError
+from celery_hashbeat.control.stored_text import DefinitionError
 from celery_hashbeat.publish.batch import Outcome
 from celery_hashbeat.publish.message import slot_iso, slot_task_id
 from celery_hashbeat.store.sent import SENT_CHUNK

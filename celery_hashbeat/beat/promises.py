@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from celery_hashbeat._logs import SCHEDULER
 from celery_hashbeat.control.audit import Change, Who, as_data, record
-from celery_hashbeat.control.definitions import Pause, encode_pause
+from celery_hashbeat.control.pause_and_trigger import Pause, encode_pause
 from celery_hashbeat.observe.history import FAILED, SUCCEEDED, Record, newest_first
 from celery_hashbeat.store.base import HISTORY_CAP
 from celery_hashbeat.store.controls import PAUSE

@@ -25,12 +25,8 @@ from celery_hashbeat._logs import OVERLAP, SCHEDULER
 from celery_hashbeat.beat.backfill import split
 from celery_hashbeat.beat.compat import BEAT_LOGGER
 from celery_hashbeat.beat.storecalls import FAILED
-from celery_hashbeat.control.definitions import (
-    DefinitionError,
-    Trigger,
-    decode_trigger,
-    encode_trigger,
-)
+from celery_hashbeat.control.pause_and_trigger import Trigger, decode_trigger, encode_trigger
+from celery_hashbeat.control.stored_text import DefinitionError
 from celery_hashbeat.publish.batch import Outcome, Settled
 from celery_hashbeat.publish.message import NAMESPACE, send_slot, slot_iso
 

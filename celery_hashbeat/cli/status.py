@@ -29,7 +29,8 @@ from celery_hashbeat.cli.output import (
     table,
 )
 from celery_hashbeat.cli.show import Summary, records, summarize
-from celery_hashbeat.control.definitions import DefinitionError, Pause, decode_pause
+from celery_hashbeat.control.pause_and_trigger import Pause, decode_pause
+from celery_hashbeat.control.stored_text import DefinitionError
 from celery_hashbeat.control.words import stamp
 from celery_hashbeat.settings import DEFAULT_KEY_PREFIX
 from celery_hashbeat.store import BeatInfo, LeaseInfo, Store

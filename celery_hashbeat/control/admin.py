@@ -19,16 +19,8 @@ from typing import TYPE_CHECKING, Any
 from celery_hashbeat.control import backfill as backfills
 from celery_hashbeat.control.audit import Change, as_data, trail, who_am_i
 from celery_hashbeat.control.audit import record as write_change
-from celery_hashbeat.control.definitions import (
-    STORED_KEYS,
-    DefinitionError,
-    Pause,
-    Trigger,
-    decode,
-    encode,
-    encode_pause,
-    encode_trigger,
-)
+from celery_hashbeat.control.definitions import STORED_KEYS, decode, encode
+from celery_hashbeat.control.pause_and_trigger import Pause, Trigger, encode_pause, encode_trigger
 from celery_hashbeat.control.refusals import (
     AdminError,
     ConflictError,
@@ -39,6 +31,7 @@ from celery_hashbeat.control.refusals import (
     check_text,
     one_shot_or,
 )
+from celery_hashbeat.control.stored_text import DefinitionError
 from celery_hashbeat.control.triggered import Triggered
 from celery_hashbeat.control.views import (
     NEXT_SLOTS,

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from celery_hashbeat.control.definitions import DefinitionError, read_json
+from celery_hashbeat.control.stored_text import DefinitionError, read_json
 from celery_hashbeat.errors import HashbeatError
 from celery_hashbeat.expr.slots import to_datetime, to_ms
 from celery_hashbeat.store.sent import SENT_KEEP_MS

@@ -10,8 +10,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from celery_hashbeat.control.definitions import DefinitionError, schedule_object
 from celery_hashbeat.control.refusals import AdminError
+from celery_hashbeat.control.schedule_data import schedule_object
+from celery_hashbeat.control.stored_text import DefinitionError
 
 #: The fields that give the schedule: one of them, with ``tz`` for a cron expression.
 SCHEDULE_FIELDS = ("cron", "every", "interval", "at")

@@ -21,7 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 from celery_hashbeat._logs import SCHEDULER
 from celery_hashbeat._outage import Once
-from celery_hashbeat.control.definitions import DefinitionError, Pause, decode, decode_pause
+from celery_hashbeat.control.definitions import decode
+from celery_hashbeat.control.pause_and_trigger import Pause, decode_pause
+from celery_hashbeat.control.stored_text import DefinitionError
 
 if TYPE_CHECKING:
     from celery_hashbeat.store.controls import Changes

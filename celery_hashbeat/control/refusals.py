@@ -9,7 +9,8 @@ from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
 
 from celery_hashbeat.control import backfill as backfills
-from celery_hashbeat.control.definitions import DefinitionError, check_name
+from celery_hashbeat.control.definitions import check_name
+from celery_hashbeat.control.stored_text import DefinitionError
 from celery_hashbeat.entries.errors import EntryError
 from celery_hashbeat.errors import HashbeatError
 from celery_hashbeat.schedules import at as at_schedule

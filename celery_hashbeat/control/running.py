@@ -15,7 +15,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from celery_hashbeat._logs import SCHEDULER
-from celery_hashbeat.control.definitions import DefinitionError, decode, encode
+from celery_hashbeat.control.definitions import decode, encode
+from celery_hashbeat.control.stored_text import DefinitionError
 from celery_hashbeat.entries.building import as_definition
 
 logger = SCHEDULER

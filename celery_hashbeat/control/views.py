@@ -12,14 +12,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 from celery_hashbeat.control.calendars import Fates, fates, moved_from
-from celery_hashbeat.control.definitions import (
-    DefinitionError,
-    Pause,
-    decode,
-    decode_pause,
-    schedule_data,
-)
+from celery_hashbeat.control.definitions import decode
+from celery_hashbeat.control.pause_and_trigger import Pause, decode_pause
 from celery_hashbeat.control.polling import ControlState
+from celery_hashbeat.control.schedule_data import schedule_data
+from celery_hashbeat.control.stored_text import DefinitionError
 from celery_hashbeat.entries.building import as_definition
 from celery_hashbeat.entries.catalog import Catalog
 from celery_hashbeat.entries.oneshot import once_state

@@ -17,7 +17,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from celery_hashbeat import Scheduler, hashcron
-from celery_hashbeat.control.definitions import Pause, encode, encode_pause
+from celery_hashbeat.control.definitions import encode
+from celery_hashbeat.control.pause_and_trigger import Pause, encode_pause
 from celery_hashbeat.store import Store
 from tests.cli import planned
 from tests.support.beat_fixtures import run_for

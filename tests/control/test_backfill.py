@@ -17,8 +17,9 @@ from celery import Celery
 from celery_hashbeat import Scheduler, hashcron
 from celery_hashbeat.control.admin import ScheduleAdmin
 from celery_hashbeat.control.backfill import Request, decode_request, encode_request
-from celery_hashbeat.control.definitions import DefinitionError, decode_trigger
+from celery_hashbeat.control.pause_and_trigger import decode_trigger
 from celery_hashbeat.control.refusals import AdminError, UnknownEntryError
+from celery_hashbeat.control.stored_text import DefinitionError
 from celery_hashbeat.publish.message import slot_task_id
 from celery_hashbeat.store.redis.scripts import CLAIM_SLOTS_SCRIPT
 from tests.control.fixtures import read

@@ -18,7 +18,7 @@ from celery import Celery
 from celery_hashbeat import Scheduler, hashcron
 from celery_hashbeat.control import polling as control
 from celery_hashbeat.control.admin import ScheduleAdmin
-from celery_hashbeat.control.definitions import Trigger, encode_trigger
+from celery_hashbeat.control.pause_and_trigger import Trigger, encode_trigger
 from celery_hashbeat.control.refusals import RunInProgressError
 from celery_hashbeat.observe.history import decode
 from tests.support.beat_fixtures import Broker, Clock, Make, drain

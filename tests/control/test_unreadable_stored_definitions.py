@@ -16,7 +16,8 @@ from celery import Celery
 from celery_hashbeat import hashcron
 from celery_hashbeat.control import polling as control
 from celery_hashbeat.control.admin import ScheduleAdmin
-from celery_hashbeat.control.definitions import DefinitionError, decode
+from celery_hashbeat.control.definitions import decode
+from celery_hashbeat.control.stored_text import DefinitionError
 from tests.control.fixtures import POLL_S
 from tests.support.beat_fixtures import START, Broker, Clock, Make, drain, iso
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from celery_hashbeat.control.definitions import Trigger, encode_trigger
+from celery_hashbeat.control.pause_and_trigger import Trigger, encode_trigger
 from celery_hashbeat.observe.history import SENT, TRIGGER, newest_first
 from celery_hashbeat.publish.message import slot_iso
 from celery_hashbeat.store import open_store

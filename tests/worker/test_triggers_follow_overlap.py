@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from celery_hashbeat.control.definitions import Trigger, encode_trigger
+from celery_hashbeat.control.pause_and_trigger import Trigger, encode_trigger
 from celery_hashbeat.observe.history import decode
 from tests.support.processes import wait_until
 from tests.worker.scenario import Scenario
