@@ -14,15 +14,9 @@ from celery.apps.beat import Beat
 from celery.beat import Service
 from celery.exceptions import ImproperlyConfigured
 
-from celery_hashbeat import Scheduler
-from celery_hashbeat import settings as settings_module
-from celery_hashbeat.settings import (
-    DEFAULT_STORE_URL,
-    KNOWN_SETTINGS,
-    ConfigurationExit,
-    Settings,
-    unread_setting,
-)
+from celery_hashbeat import Scheduler, spellings
+from celery_hashbeat.settings import DEFAULT_STORE_URL, ConfigurationExit, Settings
+from celery_hashbeat.spellings import KNOWN_SETTINGS, unread_setting
 
 
 def settings_of(**conf: Any) -> Settings:
@@ -140,10 +134,10 @@ def test_the_banner_uses_a_lazy_instance_through_the_alias(app: Celery, key_pref
 @pytest.fixture
 def warnings(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureFixture]:
     """The settings' warnings, with the once-per-process memory emptied before and after."""
-    settings_module._warned.clear()
+    spellings._warned.clear()
     caplog.set_level(logging.WARNING, logger="celery_hashbeat.settings")
     yield caplog
-    settings_module._warned.clear()
+    spellings._warned.clear()
 
 
 def warned(caplog: pytest.LogCaptureFixture) -> list[str]:
