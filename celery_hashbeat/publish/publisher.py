@@ -286,13 +286,13 @@ class Publisher:
         return self.ahead.take(queue, now)
 
     def make_ahead(
-        self, slots: list[tuple[Entry, int]], head: int, now: int, clock_ms: Callable[[], int]
+        self, slots: list[tuple[Entry, int]], wake: int, now: int, clock_ms: Callable[[], int]
     ) -> None:
         """Make the messages of ``slots`` on the broker's thread, stopping ``MARGIN_MS`` before
-        the slot at ``head`` so that making them never delays it."""
+        the leader wakes for the next slot (at ``wake``) so that making them never delays it."""
         sink = self.sink
         assert sink is not None  # take_ahead handed out slots
-        deadline = head - MARGIN_MS
+        deadline = wake - MARGIN_MS
 
         def make() -> None:
             self.connect()
