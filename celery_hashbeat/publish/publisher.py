@@ -218,6 +218,14 @@ class Publisher:
         self._tally(began, settled, bool(hung))
         return settled
 
+    def prepare(self, slots: list[tuple[Entry, int]]) -> None:
+        """Have the broker's thread pack the write of ``slots`` while their claim is in flight,
+        not waiting for it (``BulkSink.prepare``): the publish that follows runs after it on the
+        same thread, and sends it only if it publishes exactly those slots."""
+        sink = self.sink
+        if sink is not None and self.outage.cause is None and slots:
+            self._runner.submit(sink.prepare, slots)
+
     def _tally(self, began: float, settled: list[Settled[Entry]], hung: bool) -> None:
         """Keep ``failing_since``: cleared by a message that went out, set by a publish that
         sent nothing because the broker did not answer or refused. Failures count as one run

@@ -186,6 +186,22 @@ class BulkSink:
         self._make(entry, plan, slot_task_id(entry.name, slot), slot_iso(slot), self.app.thread_oid)
         return True
 
+    def prepare(self, slots: list[tuple[Entry, int]]) -> None:
+        """While the claim of ``slots`` is in flight, pack the write of their messages made
+        ahead (Redis only: ``RedisPipeline.prepare``). What is packed goes out only if every
+        slot was claimed and staged from those very messages; otherwise it is dropped."""
+        output = self._output
+        if not isinstance(output, RedisPipeline):
+            return
+        ready = self._ready
+        made = []
+        for entry, slot in slots:
+            found = ready.get(entry.name)
+            if found is None or found.slot != slot:
+                return  # this slot's message is made at its stage: no write to pack
+            made.append(found.made)
+        output.prepare(made)
+
     def forget_ready(self, before: int) -> None:
         """Drop the messages made ahead for slots before ``before`` that were never staged (a
         slot claimed by another beat, an entry paused or removed)."""
