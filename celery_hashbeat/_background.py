@@ -67,11 +67,6 @@ class Runner:
         result: T = job.result
         return result
 
-    def submit(self, function: Callable[..., object], *args: Any) -> None:
-        """``function(*args)`` on the helper thread, not waited for: it runs before the next
-        ``call``, and what it raises is dropped."""
-        self._inbox_for_use().put(_Call(function, args))
-
     def close(self) -> None:
         self._retire()
 

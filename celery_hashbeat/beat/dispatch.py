@@ -125,9 +125,6 @@ class Dispatcher:
         wanted = {entry.name: (cast(int, entry.slot), entry.fingerprint) for entry in batch}
         guards = {entry.name: run_guard(entry, cast(int, entry.slot)) for entry in batch}
         runs = {name: guard for name, guard in guards.items() if guard is not None}
-        # The write is packed on the broker's thread while this one waits for the instant and
-        # the claim; sent only if every slot is claimed (docs/design.md §15).
-        self._publisher.prepare([(entry, cast(int, entry.slot)) for entry in batch])
         if not self.instants.reached(now):  # nothing is claimed before its slot
             for entry in batch:
                 self.queue.push(entry, cast(int, entry.slot))

@@ -7,9 +7,9 @@ sending anything early (docs/design.md §15):
 
 - the messages are made about ``WINDOW_MS`` before the slot (``publish/ahead.py``);
 - the leader wakes ``LEAD_MS`` before the slot, takes the entries due at it off the queue and
-  gets their claim ready, then waits for the instant on the beat's clock, yielding to the other
-  threads as it waits: the claim leaves at the instant, not a wake-up delay and a walk of the
-  queue after it.
+  gets their claim ready, then waits for the instant on the beat's clock, busy (a few
+  milliseconds of one processor per instant): the claim leaves at the instant, not a wake-up
+  delay and a walk of the queue after it.
 
 The wait is bounded: a wall clock that steps back (or stands still) leaves the entries due on the
 queue, unclaimed, for a later tick.
@@ -73,18 +73,18 @@ class Instants:
         return None if head - now > LEAD_MS else max(head, now)
 
     def reached(self, instant_ms: int) -> bool:
-        """Wait until the beat's clock reads ``instant_ms``, letting the other threads run;
-        False if it does not within the lead and a little more (it stepped back or stands
-        still)."""
+        """Wait until the beat's clock reads ``instant_ms``; False if it does not within the
+        lead and a little more (it stepped back or stands still)."""
         now_ms = self._now_ms
         now = now_ms()
         if now >= instant_ms:
             return True
         give_up_at = time.monotonic() + (instant_ms - now) / 1000 + WAIT_SLACK_S
+        # A busy wait, without a system call: a sleep, even of nothing, lets a loaded system
+        # give the processor away, and the wake-up delay this wait is for comes back.
         while now_ms() < instant_ms:
             if time.monotonic() > give_up_at:
                 return False
-            time.sleep(0)  # lets the other threads have the GIL; no wake-up delay to pay
         return True
 
     def make_ahead(self, head: int) -> None:

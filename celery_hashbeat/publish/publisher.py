@@ -218,14 +218,6 @@ class Publisher:
         self._tally(began, settled, bool(hung))
         return settled
 
-    def prepare(self, slots: list[tuple[Entry, int]]) -> None:
-        """Have the broker's thread pack the write of ``slots`` while their claim is in flight,
-        not waiting for it (``BulkSink.prepare``): the publish that follows runs after it on the
-        same thread, and sends it only if it publishes exactly those slots."""
-        sink = self.sink
-        if sink is not None and self.outage.cause is None and slots:
-            self._runner.submit(sink.prepare, slots)
-
     def _tally(self, began: float, settled: list[Settled[Entry]], hung: bool) -> None:
         """Keep ``failing_since``: cleared by a message that went out, set by a publish that
         sent nothing because the broker did not answer or refused. Failures count as one run
@@ -296,8 +288,9 @@ class Publisher:
     def make_ahead(
         self, slots: list[tuple[Entry, int]], wake: int, now: int, clock_ms: Callable[[], int]
     ) -> None:
-        """Make the messages of ``slots`` on the broker's thread, stopping ``MARGIN_MS`` before
-        the leader wakes for the next slot (at ``wake``) so that making them never delays it."""
+        """Make the messages of ``slots`` (in the order they are due) on the broker's thread,
+        and pack the write of the first slot's (``BulkSink.prepare``), stopping ``MARGIN_MS``
+        before the leader wakes for the next slot (at ``wake``) so that this never delays it."""
         sink = self.sink
         assert sink is not None  # take_ahead handed out slots
         deadline = wake - MARGIN_MS
@@ -314,6 +307,9 @@ class Publisher:
                     raise
                 except Exception:  # made again at its slot, where it is reported
                     continue
+            if slots:
+                first = slots[0][1]
+                sink.prepare([(entry, slot) for entry, slot in slots if slot == first])
 
         self._make_on_broker_thread(make, self.timeout_s, self._stop.overdue, "messages ahead")
 

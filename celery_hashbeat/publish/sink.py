@@ -187,18 +187,19 @@ class BulkSink:
         return True
 
     def prepare(self, slots: list[tuple[Entry, int]]) -> None:
-        """While the claim of ``slots`` is in flight, pack the write of their messages made
-        ahead (Redis only: ``RedisPipeline.prepare``). What is packed goes out only if every
-        slot was claimed and staged from those very messages; otherwise it is dropped."""
+        """Pack the write of the messages just made ahead for ``slots`` (Redis only:
+        ``RedisPipeline.prepare``), if each has one. The flush at their instant sends it only if
+        it sends exactly those messages, every slot claimed; otherwise it is dropped."""
         output = self._output
         if not isinstance(output, RedisPipeline):
             return
         ready = self._ready
-        made = []
+        made: list[Any] = []
         for entry, slot in slots:
             found = ready.get(entry.name)
             if found is None or found.slot != slot:
-                return  # this slot's message is made at its stage: no write to pack
+                made = []  # made at its stage: no write to pack
+                break
             made.append(found.made)
         output.prepare(made)
 

@@ -6,8 +6,8 @@ instead of running them, through ``basic_publish(..., _publish_batch=collector)`
 encoded and routed by kombu itself. This module collects them, sends a chunk as one pipeline
 (consecutive pushes to one list as one ``LPUSH``, which stores them in the same order) in one
 write of Redis's protocol on a connection of the channel's pool, and says per message whether the
-broker took it. While a tick's claim is in flight that write is packed from the messages made
-ahead for its slots (``prepare``); it is sent only if exactly those messages are flushed.
+broker took it. That write is packed as the messages of a slot are made ahead of it
+(``prepare``), and sent at the slot only if exactly those messages are flushed.
 (A channel with a ``global_keyprefix`` goes through kombu's pipeline, which prefixes the keys.)
 
 Most of a message's cost is building it, and every slot of an entry builds almost the same one:
@@ -213,10 +213,12 @@ class RedisPipeline:
         return True
 
     def prepare(self, messages: list[list[Command]]) -> None:
-        """Pack the write of ``messages`` (made ahead) for the next flush, while their claim is
-        in flight: the flush uses it only if it sends exactly these messages, in this order
-        (every slot claimed), and drops it otherwise. Nothing is sent here."""
+        """Pack the write of ``messages`` (made ahead of their slot) for the flush at their
+        slot, which uses it only if it sends exactly these messages (in any order: every slot
+        claimed) and drops it otherwise. Nothing is sent here."""
         self._prepared = None
+        if not messages:
+            return
         with self.producer.channel.conn_or_acquire() as client:
             if not getattr(client, "global_keyprefix", ""):
                 encode = client.connection_pool.get_encoder().encode
@@ -239,9 +241,11 @@ class RedisPipeline:
                     results = pipe.execute(raise_on_error=False)
             else:
                 pool = client.connection_pool
-                if prepared is None or not prepared.packs(messages):
+                carried = None if prepared is None else prepared.carrying(messages)
+                if prepared is None or carried is None:
                     prepared = Packed.of(messages, pool.get_encoder().encode)
-                grouped = prepared.grouped
+                    carried = prepared.grouped
+                grouped = carried
                 results = _round_trip(pool, prepared.data, len(grouped))
         taken: set[int] = set()
         refused: dict[int, BaseException] = {}
@@ -279,12 +283,19 @@ class Packed:
                 parts.append(b"$%d\r\n%s\r\n" % (len(data), data))
         return cls(list(messages), grouped, b"".join(parts))
 
-    def packs(self, messages: list[list[Command]]) -> bool:
-        """Whether this is the write of exactly ``messages`` (the very same, in order)."""
-        mine = self.messages
-        return len(mine) == len(messages) and all(
-            a is b for a, b in zip(mine, messages, strict=True)
-        )
+    def carrying(
+        self, messages: list[list[Command]]
+    ) -> list[tuple[str, list[Any], list[int]]] | None:
+        """This write's commands, each with the messages it carries as places in ``messages``,
+        if it carries exactly ``messages`` (the very same, in any order); else None."""
+        if len(messages) != len(self.messages):
+            return None
+        place = {id(message): at for at, message in enumerate(messages)}
+        try:
+            moved = [place[id(message)] for message in self.messages]
+        except KeyError:
+            return None
+        return [(name, args, [moved[at] for at in owners]) for name, args, owners in self.grouped]
 
 
 def _round_trip(pool: Any, data: bytes, replies: int) -> list[Any]:

@@ -1,7 +1,7 @@
-"""While a tick's claim is in flight, the broker's thread packs the Redis write of the messages
-made ahead for its slots (``RedisPipeline.prepare``); the publish sends that write only if every
-slot was claimed, and drops it otherwise, so an unclaimed slot's message never reaches the
-broker. Against the real Redis (store and broker), on a clock the tests move."""
+"""As the messages of a slot are made ahead of it, the broker's thread packs their Redis write
+(``RedisPipeline.prepare``); at the slot the publish sends that write only if every slot was
+claimed, and drops it otherwise, so an unclaimed slot's message never reaches the broker.
+Against the real Redis (store and broker), on a clock the tests move."""
 
 from __future__ import annotations
 
@@ -20,7 +20,9 @@ from tests.support.beat_fixtures import START, T0, Broker, Clock, Make, iso
 NAMES = ("a", "b", "c")
 
 
-def _three_due_together(app: Celery, clock: Clock, schedulers: Make) -> tuple[Scheduler, int]:
+def _three_due_together(
+    app: Celery, clock: Clock, schedulers: Make, packs: list[int]
+) -> tuple[Scheduler, int]:
     """Three entries due at one slot, led by one beat whose messages for it are made ahead."""
     schedule = hashinterval(60, key="together")  # one key: the same slot for all three
     app.conf.beat_schedule = {name: {"task": "t", "schedule": schedule} for name in NAMES}
@@ -29,8 +31,9 @@ def _three_due_together(app: Celery, clock: Clock, schedulers: Make) -> tuple[Sc
     beat.tick()
     assert beat.is_leader
     clock.now = T0 + (slot - START - 200) / 1000
-    beat.tick()  # makes the messages ahead
+    beat.tick()  # makes the messages ahead, and packs their write
     assert beat.publisher.ahead.made_to >= slot
+    assert packs == [3]
     return beat, slot
 
 
@@ -47,14 +50,14 @@ def _packs_counted(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return packs
 
 
-def test_every_slot_claimed_goes_out_in_the_write_packed_during_the_claim(
+def test_every_slot_claimed_goes_out_in_the_write_packed_ahead(
     app: Celery, broker: Broker, clock: Clock, schedulers: Make, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    beat, slot = _three_due_together(app, clock, schedulers)
     packs = _packs_counted(monkeypatch)
+    beat, slot = _three_due_together(app, clock, schedulers, packs)
     clock.now = T0 + (slot - START) / 1000
     beat.tick()
-    assert packs == [3]  # packed once, during the claim, and that write sent
+    assert packs == [3]  # packed once, ahead, and that write sent
     sent = broker.new()
     assert sorted(headers["hashbeat_entry"] for headers in sent) == sorted(NAMES)
     assert {headers["hashbeat_slot"] for headers in sent} == {iso(slot)}
@@ -69,14 +72,14 @@ def test_an_unclaimed_slot_is_dropped_from_the_write_and_never_sent(
     redis_url: str,
     key_prefix: str,
 ) -> None:
-    beat, slot = _three_due_together(app, clock, schedulers)
+    packs = _packs_counted(monkeypatch)
+    beat, slot = _three_due_together(app, clock, schedulers, packs)
     # The store's record says "b" was sent at this slot (a backfill did): its claim is refused.
     client = redis.Redis.from_url(redis_url)
     try:
         client.zadd(Keys(key_prefix).sent, {f"{slot}|b": slot})
     finally:
         client.close()
-    packs = _packs_counted(monkeypatch)
     clock.now = T0 + (slot - START) / 1000
     beat.tick()
     assert packs == [3, 2]  # the write packed for three was dropped; two were packed again
