@@ -7,9 +7,9 @@ sending anything early (docs/design.md §15):
 
 - the messages are made about ``WINDOW_MS`` before the slot (``publish/ahead.py``);
 - the leader wakes ``LEAD_MS`` before the slot, takes the entries due at it off the queue and
-  gets their claim ready, then waits for the instant on the beat's clock, busy (a few
-  milliseconds of one processor per instant): the claim leaves at the instant, not a wake-up
-  delay and a walk of the queue after it.
+  gets their claim ready, then waits for the instant on the beat's clock (asleep, then busy for
+  its last ``SPIN_MS``): the claim leaves at the instant, not a wake-up delay and a walk of the
+  queue after it.
 
 The wait is bounded: a wall clock that steps back (or stands still) leaves the entries due on the
 queue, unclaimed, for a later tick.
@@ -33,6 +33,10 @@ if TYPE_CHECKING:
 #: How long before a slot the leader wakes for it (ms): room to take a few hundred due entries
 #: off the queue and to absorb most of a loaded machine's wake-up delay.
 LEAD_MS = 3
+
+#: The last part of the wait for an instant spent busy rather than asleep (ms): about what a sleep
+#: overshoots on a quiet machine.
+SPIN_MS = 0.5
 
 #: How much longer than the lead the leader waits for an instant its clock does not reach
 #: (seconds): past it, the clock stepped back or stands still.
@@ -80,8 +84,10 @@ class Instants:
         if now >= instant_ms:
             return True
         give_up_at = time.monotonic() + (instant_ms - now) / 1000 + WAIT_SLACK_S
-        # A busy wait, without a system call: a sleep, even of nothing, lets a loaded system
-        # give the processor away, and the wake-up delay this wait is for comes back.
+        # Asleep until SPIN_MS before the instant, then busy: a sleep ends late by the system's
+        # wake-up delay, and a busy wait for longer costs the beat's other threads their share
+        # of a loaded machine's processors just as they claim and send.
+        time.sleep(max(0.0, (instant_ms - now - SPIN_MS) / 1000))
         while now_ms() < instant_ms:
             if time.monotonic() > give_up_at:
                 return False
