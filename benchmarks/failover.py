@@ -1,6 +1,7 @@
 """Failover and punctuality of real ``celery beat -S celery_hashbeat.Scheduler`` processes.
 
     python benchmarks/failover.py [--ttl 3] [--reps 7] [--entries 10000] [--window 30]
+    python benchmarks/failover.py --stores '' --spreads cron   # only H * * * * *'s punctuality
 
 Everything is real: a private redis-server (store and broker, or broker only for the SQLite and
 PostgreSQL stores; PostgreSQL is a private server too, ``tests/support/postgres.py``), beat
@@ -237,6 +238,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=",".join(STORES),
         help="redis,sqlite,postgres (postgres is left out, with the reason, where none can run)",
     )
+    parser.add_argument(
+        "--spreads",
+        default="interval,cron",
+        help="punctuality spreads to run: interval,cron (empty: none)",
+    )
     parser.add_argument("--entries", type=int, default=10_000, help="entries for punctuality")
     parser.add_argument("--window", type=float, default=30.0, help="seconds measured per spread")
     parser.add_argument("--loglevel", default="WARNING", help="the beat's (celery's default)")
@@ -244,6 +250,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     stores = [store for store in args.stores.split(",") if store]
     if not set(stores) <= set(STORES):
         parser.error(f"--stores takes {','.join(STORES)}")
+    kinds = [kind for kind in args.spreads.split(",") if kind]
+    if not set(kinds) <= {"interval", "cron"}:
+        parser.error("--spreads takes interval,cron")
     if "postgres" in stores and missing_reason() is not None:
         print(f"no PostgreSQL rows: {missing_reason()}")
         stores.remove("postgres")
@@ -265,37 +274,50 @@ def main(argv: Sequence[str] | None = None) -> int:
     began = time.monotonic()
     outputs = []
 
-    rows: list[list[str]] = []
-    judged: list[str] = []
-    for store in stores:
-        with tempfile.TemporaryDirectory(prefix=f"hashbeat-failover-{store}-") as tmp:
-            takeovers, found = failover(store, args.ttl, args.reps, Path(tmp))
-        rows += failover_rows(store, args.ttl, takeovers)
-        judged += [f"{store}: {line}" for line in found]
-    outputs.append(
-        table(
-            f"Failover: 3 beats, lease TTL {args.ttl:g} s (renewed every {args.ttl / 3:g} s, "
-            f"standbys retry every {min(1.0, args.ttl / 3):g} s), catch_up=all; seconds from "
-            f"the signal to the leader",
-            ["store", "fault", "measure", "n", "median", "p90", "max", "docs/design.md §7 bar"],
-            rows,
+    if stores:
+        rows: list[list[str]] = []
+        judged: list[str] = []
+        for store in stores:
+            with tempfile.TemporaryDirectory(prefix=f"hashbeat-failover-{store}-") as tmp:
+                takeovers, found = failover(store, args.ttl, args.reps, Path(tmp))
+            rows += failover_rows(store, args.ttl, takeovers)
+            judged += [f"{store}: {line}" for line in found]
+        outputs.append(
+            table(
+                f"Failover: 3 beats, lease TTL {args.ttl:g} s (renewed every {args.ttl / 3:g} s, "
+                f"standbys retry every {min(1.0, args.ttl / 3):g} s), catch_up=all; seconds from "
+                f"the signal to the leader",
+                ["store", "fault", "measure", "n", "median", "p90", "max", "docs/design.md §7 bar"],
+                rows,
+            )
         )
-    )
-    outputs[-1] += f"\n(after the failover runs: {load()})"
-    outputs.append(
-        "Record of the failover runs (no (entry, slot) twice, none lost): "
-        + ("clean" if not judged else f"{len(judged)} problem(s):\n  " + "\n  ".join(judged[:10]))
-    )
+        outputs[-1] += f"\n(after the failover runs: {load()})"
+        outputs.append(
+            "Record of the failover runs (no (entry, slot) twice, none lost): "
+            + (
+                "clean"
+                if not judged
+                else f"{len(judged)} problem(s):\n  " + "\n  ".join(judged[:10])
+            )
+        )
 
     rows = []
     started_in = []
     # The bars: docs/design.md §7's 5 ms, and issue 12's 10 ms for H * * * * * (about 167 slots due
     # at each whole second, published together).
-    spreads = (
-        (f"spread-interval:{args.entries}", f"{args.entries:,} x hashinterval(60)", 5.0),
-        (f"spread-cron:{args.entries}", f'{args.entries:,} x hashcron("H * * * * *")', 10.0),
-    )
-    for schedule, name, bar in spreads:
+    spreads = {
+        "interval": (
+            f"spread-interval:{args.entries}",
+            f"{args.entries:,} x hashinterval(60)",
+            5.0,
+        ),
+        "cron": (
+            f"spread-cron:{args.entries}",
+            f'{args.entries:,} x hashcron("H * * * * *")',
+            10.0,
+        ),
+    }
+    for schedule, name, bar in (spreads[kind] for kind in ("interval", "cron") if kind in kinds):
         with tempfile.TemporaryDirectory(prefix="hashbeat-punctuality-") as tmp:
             measured, leading = punctuality(schedule, args.window, 3.0, args.loglevel, Path(tmp))
         for when, (published, received) in zip(("1st minute", "later"), measured, strict=True):

@@ -307,13 +307,13 @@ class Scheduler(beat.Scheduler):
             self._warming.tick()  # the first burst after taking over costs no more than others
         head = dispatcher.queue.head() if lease.leader else None
         if head is not None:
-            dispatcher.make_ahead(head)  # reads the queue, takes nothing off it
+            dispatcher.instants.make_ahead(head)  # reads the queue, takes nothing off it
             leadership.poll_ahead_of(head, self.now_ms())
         wait = leadership.wake_s() - time.monotonic()
         if head is not None:
-            # Woken at the slot itself (not at the millisecond before it), or before it to make
-            # its messages.
-            wait = min(wait, dispatcher.wake_at_ms(head) / 1000 - self.clock())
+            # Woken just before the slot, to be ready at its instant, or earlier to make its
+            # messages.
+            wait = min(wait, dispatcher.instants.wake_at_ms(head) / 1000 - self.clock())
         return max(0.0, min(wait, self.max_wait))
 
     def should_sync(self) -> bool:

@@ -1,32 +1,28 @@
 """The Dispatcher: a leader's way from due slots to sent messages.
 
-Entries wait in the slot queue keyed by their next slot (UTC epoch ms), so an idle tick costs the
-same at ten entries or a hundred thousand. At a slot the dispatcher takes what is due (up to
-``BATCH``), claims it with one store call, lets the run leases give their verdict, hands the
-slots it won to the ``Publisher``, and settles each by its outcome: sent slots move on, those
-that surely did not go out are given back to the store to be retried (docs/design.md §5, §10).
-It owns the queue, the slots it claimed and has not sent (``owed``, handed over to the leader
-when this beat stops leading: ``handover``), and the slots being published; nothing else writes
-them.
+At a slot the dispatcher takes what is due off the slot queue (``planning``, up to ``BATCH``)
+just before the slot's instant (``instants``), claims it with one store call at the instant, lets
+the run leases give their verdict, hands the slots it won to the ``Publisher``, and settles each
+by its outcome: sent slots move on, those that surely did not go out are given back to the store
+to be retried (docs/design.md §5, §10). It owns the slots it claimed and has not sent (``owed``,
+handed over to the leader when this beat stops leading: ``handover``), and the slots being
+published; nothing else writes them.
 """
 
 from __future__ import annotations
 
-import logging
 import time
-from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, cast
 
 from celery_hashbeat._logs import SCHEDULER
 from celery_hashbeat._outage import Outage
-from celery_hashbeat.beat.collector import PASS_ROOM_MS, Freezer
 from celery_hashbeat.beat.compat import BEAT_LOGGER
 from celery_hashbeat.beat.handover import Owed
-from celery_hashbeat.beat.oneshots import DoneOnce
+from celery_hashbeat.beat.instants import Instants
 from celery_hashbeat.beat.overlap import WAIT_POLL_MS, Overlaps, Verdict, run_guard
-from celery_hashbeat.beat.slotqueue import SlotQueue
+from celery_hashbeat.beat.planning import Planner
 from celery_hashbeat.beat.storecalls import FAILED
-from celery_hashbeat.entries.errors import EntryFinished, ScheduleEnded, ScheduleTooSlow
 from celery_hashbeat.publish.batch import Outcome, Settled
 from celery_hashbeat.publish.message import slot_iso, slot_task_id
 from celery_hashbeat.publish.publisher import PUBLISH_RETRY_MS
@@ -44,16 +40,13 @@ if TYPE_CHECKING:
 #: The scheduler's logger: operators filter one name for everything a beat says about its slots.
 logger = SCHEDULER
 
-#: The most slots claimed in one store call; a larger backlog is drained over consecutive ticks.
-BATCH = 1000
-
 #: After a send, the history waits for a claim due within this many ms; else it is written at
 #: once (ms).
 RIDE_MS = 20
 
 
 class Dispatcher:
-    """Owns the slot queue, the owed slots and the slots being published."""
+    """Owns the planner (and so the slot queue), the owed slots and the slots being published."""
 
     def __init__(
         self,
@@ -75,15 +68,18 @@ class Dispatcher:
         self._calls = calls
         self._lease = lease
         self._publisher = publisher
-        self._parking = parking
         self._now_ms = now_ms
-        #: How soon an entry whose schedule could not say its next slot is asked again (ms).
-        self._retry_ms = retry_ms
         #: Renews or takes the lease (and takes over): called when a claim or a publish finds
         #: the lease's call due.
         self._maintain = maintain
-        #: Made before the schedule is built, so frozen with it (see ``slotqueue``).
-        self.queue = SlotQueue(entries)
+        #: The slot queue and each entry's next slot.
+        self.planner = planner = Planner(entries, watch, parking, retry_ms)
+        self.queue = planner.queue
+        self.plan = planner.plan
+        self.requeue = planner.requeue
+        self.resume = planner.resume
+        #: One-shots that ran out of slots, until the store drops them (docs/design.md §21).
+        self.done = planner.done
         #: Slots this beat claimed and has not sent, handed over when it is not leading.
         self.owed = Owed(token, calls)
         #: Claims the store made but its replicas did not acknowledge (min_replicas): one line
@@ -92,124 +88,47 @@ class Dispatcher:
         #: Entry -> (task id, publish time in ms) of the slot now being published.
         self._published: dict[str, tuple[str, int]] = {}
         self.overlaps = Overlaps(self._skipped)
-        #: Keeps the collector's full passes off the plans made as entries are first sent.
-        self._freezer = Freezer()
-        #: Entries whose schedule failed to plan, so the traceback is logged once only.
-        self._unplanned: set[str] = set()
-        #: One-shots that ran out of slots, until the store drops them (docs/design.md §21).
-        self.done = DoneOnce()
-
-    # Planning ---------------------------------------------------------------------------------
-
-    def plan(self, entry: Entry, now: int, step: Callable[..., Any], *args: Any) -> Any:
-        """Run one planning step of ``entry``. A schedule that cannot say its next slot is asked
-        again later, as Celery's own scheduler does; logged with its traceback the first time,
-        in one line afterwards, and given up on (one line) once it has run out or was refused
-        as too slow."""
-        try:
-            return step(*args)
-        except (ScheduleEnded, ScheduleTooSlow) as exc:
-            self._give_up_on(entry, exc)
-        except Exception as exc:
-            first = entry.name not in self._unplanned
-            self._unplanned.add(entry.name)
-            logger.log(
-                logging.ERROR if first else logging.WARNING,
-                "beat: cannot compute the next slot of entry %r (%s: %s); trying again in %ss",
-                entry.name,
-                type(exc).__name__,
-                exc,
-                self._retry_ms() / 1000,
-                exc_info=first,
-            )
-            entry.slot = entry.pending = None
-        finally:
-            if entry.missed is not None:
-                self._report_missed(entry, now)
-        return False
-
-    def requeue(self, entry: Entry, now: int) -> None:
-        self.queue.push(entry, self._due_at(entry, now))
-
-    def resume(self, entry: Entry, fence: Fence | None, now: int) -> None:
-        """Plan ``entry`` from its fence (or its floor, if later)."""
-        entry.start(self._parking.floor_of(entry, None if fence is None else fence.slot), now)
+        #: When to wake for a slot, its messages made ahead, and the wait for its instant.
+        self.instants = Instants(self.queue, publisher, watch, calls, now_ms)
 
     def reset(self, fences: Mapping[str, Fence], now: int) -> None:
         """As a new leader (which handed over what it owed first): plan every entry from its
         fence, and forget the messages made ahead."""
-        self.queue.refill(self._resumed(fences, now))
+        self.planner.refill(fences, now)
         self._publisher.ahead.reset()
-
-    def _resumed(self, fences: Mapping[str, Fence], now: int) -> Iterator[tuple[Entry, int]]:
-        plan, resume, due_at = self.plan, self.resume, self._due_at
-        for name, entry in self._entries.items():
-            plan(entry, now, resume, entry, fences.get(name), now)
-            yield entry, due_at(entry, now)
-
-    def _due_at(self, entry: Entry, now: int) -> int:
-        """When the entry is next due: its slot, or a retry for one that could not plan."""
-        slot = entry.slot
-        return now + self._retry_ms() if slot is None else slot
-
-    def _report_missed(self, entry: Entry, now: int) -> None:
-        """Tell the history and the metrics of the slots a catch-up just left out."""
-        missed = entry.missed
-        if missed is not None:
-            entry.missed = None
-            self._watch.missed(entry.name, missed[0], missed[1], missed[2], now)
 
     def _skipped(self, name: str, slot: int, holder: str) -> None:
         self._watch.skipped(name, slot, "overlap", self._now_ms(), holder)
 
-    def _give_up_on(self, entry: Entry, why: Exception) -> None:
-        level = logging.INFO if isinstance(why, EntryFinished) else logging.ERROR
-        logger.log(level, "beat: entry %r has no more slots to send: %s", entry.name, why)
-        self.done.note(entry)
-        entry.active = False
-        entry.slot = entry.pending = None
-
     # Due -> claim -> verdict -> publish -> settle -----------------------------------------------
 
     def dispatch_due(self) -> None:
-        """Claim and send what is due, unless the broker has taken nothing for longer than a
-        publish may wait: the slots are left due, and the leader steps down at its next tick
-        (``beat/standaside.py``) rather than wait on that broker again."""
+        """Claim and send what is due (or due within ``instants.LEAD_MS``, at its instant),
+        unless the broker has taken nothing for longer than a publish may wait: the slots are
+        left due, and the leader steps down at its next tick (``beat/standaside.py``) rather
+        than wait on that broker again."""
         head = self.queue.head()
-        if head is not None and head <= self._now_ms() and not self._publisher.stuck:
-            self.dispatch(self._now_ms())
-
-    def _due(self, now: int) -> list[Entry]:
-        """Pop the entries whose slot is due (up to BATCH), planning any that need it."""
-        queue = self.queue
-        batch: list[Entry] = []
-        while len(batch) < BATCH and (head := queue.head()) is not None and head <= now:
-            entry = queue.pop()
-            if entry is None or not entry.active:
-                continue
-            if self._parking.holds(entry):
-                continue
-            if entry.max_runs is not None and entry.total_run_count >= entry.max_runs:
-                self._give_up_on(entry, EntryFinished(f"it ran {entry.max_runs} times (max_runs)"))
-                continue
-            if entry.slot is None:
-                self.plan(entry, now, entry.start, None, now)
-            elif self.plan(entry, now, entry.ready, now):
-                batch.append(entry)
-                continue
-            self.requeue(entry, now)
-        return batch
+        if head is None or self._publisher.stuck:
+            return
+        instant = self.instants.due(head)
+        if instant is not None:
+            self.dispatch(instant)
 
     def dispatch(self, now: int) -> None:
-        """Claim every due slot (up to BATCH) in one store call; publish only what was claimed;
-        give back, in one more call, what could not go out."""
-        batch = self._due(now)
+        """Claim every slot due by ``now`` (up to BATCH) in one store call, once the clock reads
+        ``now``; publish only what was claimed; give back, in one more call, what could not go
+        out."""
+        batch = self.planner.due(now)
         if not batch:
             return
         calls = self._calls
         wanted = {entry.name: (cast(int, entry.slot), entry.fingerprint) for entry in batch}
         guards = {entry.name: run_guard(entry, cast(int, entry.slot)) for entry in batch}
         runs = {name: guard for name, guard in guards.items() if guard is not None}
+        if not self.instants.reached(now):  # nothing is claimed before its slot
+            for entry in batch:
+                self.queue.push(entry, cast(int, entry.slot))
+            return
         history = self._watch.outbox.drain()
         try:
             claimed = calls.call(calls.store.claim, self._token, wanted, runs, history=history)
@@ -423,28 +342,3 @@ class Dispatcher:
     def sent(self, entry: Entry) -> None:
         # Kept until the slot went out: a slot given back and sent again revokes again.
         self.overlaps.replacing.pop(entry.name, None)
-
-    # Messages made ahead --------------------------------------------------------------------
-
-    def wake_at_ms(self, head: int) -> int:
-        """When to wake for the slot at ``head`` (epoch ms): at the slot itself, or before it
-        to make its message."""
-        publisher = self._publisher
-        return head if publisher.outage.cause is not None else publisher.ahead.wake_at(head)
-
-    def make_ahead(self, head: int) -> None:
-        """While nothing is due, make the messages of the slots due next (see ``ahead``); with
-        time to spare, write the history waiting rather than send it with the next claim."""
-        now = self._now_ms()
-        publisher = self._publisher
-        slots = publisher.take_ahead(self.queue, head, now)
-        if slots is None:
-            return
-        outbox = self._watch.outbox
-        if head - now > publisher.ahead.window_ms // 2 and outbox:
-            calls = self._calls
-            if calls.attempt(calls.store.record, outbox.drain()) is FAILED:
-                return
-        publisher.make_ahead(slots, head, now, self._now_ms)
-        if head - self._now_ms() > PASS_ROOM_MS:
-            self._freezer.grown(publisher.kept)

@@ -25,7 +25,8 @@ class Upcoming(Protocol):
 #: entries, whose plans are made then too.
 WINDOW_MS = 300
 
-#: Making messages ahead stops this long before the next slot (ms), so it never delays it.
+#: Making messages ahead stops this long before the leader wakes for the next slot (ms), so it
+#: never delays it.
 MARGIN_MS = 2
 
 

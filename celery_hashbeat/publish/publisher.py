@@ -286,13 +286,14 @@ class Publisher:
         return self.ahead.take(queue, now)
 
     def make_ahead(
-        self, slots: list[tuple[Entry, int]], head: int, now: int, clock_ms: Callable[[], int]
+        self, slots: list[tuple[Entry, int]], wake: int, now: int, clock_ms: Callable[[], int]
     ) -> None:
-        """Make the messages of ``slots`` on the broker's thread, stopping ``MARGIN_MS`` before
-        the slot at ``head`` so that making them never delays it."""
+        """Make the messages of ``slots`` (in the order they are due) on the broker's thread,
+        and pack the write of the first slot's (``BulkSink.prepare``), stopping ``MARGIN_MS``
+        before the leader wakes for the next slot (at ``wake``) so that this never delays it."""
         sink = self.sink
         assert sink is not None  # take_ahead handed out slots
-        deadline = head - MARGIN_MS
+        deadline = wake - MARGIN_MS
 
         def make() -> None:
             self.connect()
@@ -306,6 +307,9 @@ class Publisher:
                     raise
                 except Exception:  # made again at its slot, where it is reported
                     continue
+            if slots:
+                first = slots[0][1]
+                sink.prepare([(entry, slot) for entry, slot in slots if slot == first])
 
         self._make_on_broker_thread(make, self.timeout_s, self._stop.overdue, "messages ahead")
 

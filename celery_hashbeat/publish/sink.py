@@ -186,6 +186,23 @@ class BulkSink:
         self._make(entry, plan, slot_task_id(entry.name, slot), slot_iso(slot), self.app.thread_oid)
         return True
 
+    def prepare(self, slots: list[tuple[Entry, int]]) -> None:
+        """Pack the write of the messages just made ahead for ``slots`` (Redis only:
+        ``RedisPipeline.prepare``), if each has one. The flush at their instant sends it only if
+        it sends exactly those messages, every slot claimed; otherwise it is dropped."""
+        output = self._output
+        if not isinstance(output, RedisPipeline):
+            return
+        ready = self._ready
+        made: list[Any] = []
+        for entry, slot in slots:
+            found = ready.get(entry.name)
+            if found is None or found.slot != slot:
+                made = []  # made at its stage: no write to pack
+                break
+            made.append(found.made)
+        output.prepare(made)
+
     def forget_ready(self, before: int) -> None:
         """Drop the messages made ahead for slots before ``before`` that were never staged (a
         slot claimed by another beat, an entry paused or removed)."""

@@ -16,6 +16,7 @@ from celery.beat import BeatLazyFunc
 from celery.schedules import crontab
 
 from celery_hashbeat import hashcron, hashinterval
+from celery_hashbeat.beat.instants import LEAD_MS
 from celery_hashbeat.control.polling import POLL_S
 from celery_hashbeat.publish.message import NAMESPACE, slot_task_id
 from celery_hashbeat.store import open_store
@@ -227,16 +228,17 @@ def test_reloading_finds_schedule_changes(
     store.close()
 
 
-def test_idle_tick_sleeps_exactly_until_the_next_slot(
+def test_idle_tick_sleeps_exactly_until_just_before_the_next_slot(
     app: Celery, clock: Clock, schedulers: Make
 ) -> None:
+    """Woken LEAD_MS before the slot, to take it off the queue and claim it at its instant."""
     app.conf.beat_schedule = {"e": {"task": "t", "schedule": hashinterval(60, key="fixed")}}
     offset = hashinterval(60, key="fixed").next_slot(START - 1) - START
     beat = schedulers(clock)
     beat.tick()
     assert beat.is_leader
     clock.now = T0 + (offset - 250) / 1000
-    assert beat.tick() == pytest.approx(0.25, abs=1e-6)
+    assert beat.tick() == pytest.approx(0.25 - LEAD_MS / 1000, abs=1e-6)
     clock.now = T0 + (offset - 5000) / 1000
     # The next read of the runtime controls comes first (before the lease renewal, 1 s); it is
     # due on the real monotonic clock, so a loaded machine may already have used some of it.

@@ -3,9 +3,12 @@
 kombu (5.7 and later) lets a Redis channel hand the commands that deliver a message (``LPUSH`` to
 the queue's list, ``PUBLISH`` for fanout, ``PEXPIRE`` for queues with ``x-expires``) to a collector
 instead of running them, through ``basic_publish(..., _publish_batch=collector)``: the message is
-encoded and routed by kombu itself. This module collects them, runs a chunk in one pipeline
-(consecutive pushes to one list as one ``LPUSH``, which stores them in the same order), and says
-per message whether the broker took it.
+encoded and routed by kombu itself. This module collects them, sends a chunk as one pipeline
+(consecutive pushes to one list as one ``LPUSH``, which stores them in the same order) in one
+write of Redis's protocol on a connection of the channel's pool, and says per message whether the
+broker took it. That write is packed as the messages of a slot are made ahead of it
+(``prepare``), and sent at the slot only if exactly those messages are flushed.
+(A channel with a ``global_keyprefix`` goes through kombu's pipeline, which prefixes the keys.)
 
 Most of a message's cost is building it, and every slot of an entry builds almost the same one:
 the first slot's commands are kept as a ``Stencil``, and a later slot's are the stencil's with the
@@ -16,6 +19,7 @@ else in the message: the stencil is not made otherwise). A test compares such me
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,6 +30,8 @@ from celery import signals
 from kombu.compression import compress
 from kombu.entity import Exchange, maybe_delivery_mode
 from kombu.serialization import dumps
+from redis.connection import ConnectionPool
+from redis.exceptions import ResponseError
 
 from celery_hashbeat.publish.batch import MayHaveGone
 from celery_hashbeat.publish.message import (
@@ -40,6 +46,15 @@ from celery_hashbeat.publish.transports.stencil import signal_for
 #: The commands kombu hands over, and which of them deliver a message (the others only tend
 #: the queue, such as ``pexpire``).
 DELIVERING = frozenset({"lpush", "publish"})
+
+#: What ``ConnectionPool.get_connection`` is given: redis-py before 5.3 wants a command's name,
+#: later ones warn about it.
+_COMMAND_NAME: tuple[str, ...] = (
+    ("LPUSH",)
+    if inspect.signature(ConnectionPool.get_connection).parameters["command_name"].default
+    is inspect.Parameter.empty
+    else ()
+)
 
 
 class Refused(Exception):  # noqa: N818 - the broker's answer, not a failure of this code
@@ -141,6 +156,8 @@ class RedisPipeline:
     def __init__(self, producer: Any) -> None:
         self.producer = producer
         self._messages: list[list[Command]] = []
+        #: The next flush's write, packed while its claim was in flight (``prepare``).
+        self._prepared: Packed | None = None
 
     def encode(self, message: Built) -> list[Command]:
         """Encode the message as ``Producer.publish`` would and collect kombu's commands for it
@@ -195,21 +212,41 @@ class RedisPipeline:
         self._messages.append(commands)
         return True
 
+    def prepare(self, messages: list[list[Command]]) -> None:
+        """Pack the write of ``messages`` (made ahead of their slot) for the flush at their
+        slot, which uses it only if it sends exactly these messages (in any order: every slot
+        claimed) and drops it otherwise. Nothing is sent here."""
+        self._prepared = None
+        if not messages:
+            return
+        with self.producer.channel.conn_or_acquire() as client:
+            if not getattr(client, "global_keyprefix", ""):
+                encode = client.connection_pool.get_encoder().encode
+                self._prepared = Packed.of(messages, encode)
+
     def flush(self) -> list[BaseException | None]:
         """Send the buffered messages in one pipeline; per message, None if the broker took it,
         else why not. Raises if the round trip itself failed (then nothing says how much of it
         the broker ran)."""
         messages, self._messages = self._messages, []
+        prepared, self._prepared = self._prepared, None
         if not messages:
             return []
-        grouped = _grouped(messages)
-        with (
-            self.producer.channel.conn_or_acquire() as client,
-            client.pipeline(transaction=False) as pipe,
-        ):
-            for name, args, _ in grouped:
-                getattr(pipe, name)(*args)
-            results = pipe.execute(raise_on_error=False)
+        with self.producer.channel.conn_or_acquire() as client:
+            if getattr(client, "global_keyprefix", ""):  # kombu's pipeline prefixes the keys
+                grouped = _grouped(messages)
+                with client.pipeline(transaction=False) as pipe:
+                    for name, args, _ in grouped:
+                        getattr(pipe, name)(*args)
+                    results = pipe.execute(raise_on_error=False)
+            else:
+                pool = client.connection_pool
+                carried = None if prepared is None else prepared.carrying(messages)
+                if prepared is None or carried is None:
+                    prepared = Packed.of(messages, pool.get_encoder().encode)
+                    carried = prepared.grouped
+                grouped = carried
+                results = _round_trip(pool, prepared.data, len(grouped))
         taken: set[int] = set()
         refused: dict[int, BaseException] = {}
         for (name, _, owners), result in zip(grouped, results, strict=True):
@@ -224,6 +261,61 @@ class RedisPipeline:
 
     def discard(self) -> None:
         self._messages.clear()
+        self._prepared = None
+
+
+@dataclass(frozen=True, slots=True)
+class Packed:
+    """A chunk's pipeline as one write in Redis's protocol, with the messages it carries."""
+
+    messages: list[list[Command]]
+    grouped: list[tuple[str, list[Any], list[int]]]
+    data: bytes
+
+    @classmethod
+    def of(cls, messages: list[list[Command]], encode: Callable[[Any], bytes]) -> Packed:
+        grouped = _grouped(messages)
+        parts: list[bytes] = []
+        for name, args, _ in grouped:
+            parts.append(b"*%d\r\n$%d\r\n%s\r\n" % (len(args) + 1, len(name), name.encode()))
+            for arg in args:
+                data = encode(arg)
+                parts.append(b"$%d\r\n%s\r\n" % (len(data), data))
+        return cls(list(messages), grouped, b"".join(parts))
+
+    def carrying(
+        self, messages: list[list[Command]]
+    ) -> list[tuple[str, list[Any], list[int]]] | None:
+        """This write's commands, each with the messages it carries as places in ``messages``,
+        if it carries exactly ``messages`` (the very same, in any order); else None."""
+        if len(messages) != len(self.messages):
+            return None
+        place = {id(message): at for at, message in enumerate(messages)}
+        try:
+            moved = [place[id(message)] for message in self.messages]
+        except KeyError:
+            return None
+        return [(name, args, [moved[at] for at in owners]) for name, args, owners in self.grouped]
+
+
+def _round_trip(pool: Any, data: bytes, replies: int) -> list[Any]:
+    """Write ``data`` on a connection of ``pool`` in one go and read its ``replies``: an error
+    reply is that command's result; a connection that failed is closed, not reused."""
+    connection = pool.get_connection(*_COMMAND_NAME)
+    try:
+        connection.send_packed_command([data])
+        results: list[Any] = []
+        for _ in range(replies):
+            try:
+                results.append(connection.read_response())
+            except ResponseError as exc:
+                results.append(exc)
+    except BaseException:
+        connection.disconnect()
+        raise
+    finally:
+        pool.release(connection)
+    return results
 
 
 def _template(text: str, strings: tuple[str, ...]) -> tuple[str, Callable[..., Any]]:

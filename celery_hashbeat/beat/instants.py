@@ -1,0 +1,111 @@
+"""When the leader wakes for a slot, and what it gets ready before the slot's instant.
+
+Whatever the leader does between a slot's instant and its publish makes the slot late: the sleep
+ending late (the system's wake-up delay), taking the due entries off the queue, the claim, making
+the messages and writing them. Some of it can be done before the instant without claiming or
+sending anything early (docs/design.md §15):
+
+- the messages are made about ``WINDOW_MS`` before the slot (``publish/ahead.py``);
+- the leader wakes ``LEAD_MS`` before the slot, takes the entries due at it off the queue and
+  gets their claim ready, then waits for the instant on the beat's clock (asleep, then busy for
+  its last ``SPIN_MS``): the claim leaves at the instant, not a wake-up delay and a walk of the
+  queue after it.
+
+The wait is bounded: a wall clock that steps back (or stands still) leaves the entries due on the
+queue, unclaimed, for a later tick.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from celery_hashbeat.beat.collector import PASS_ROOM_MS, Freezer
+from celery_hashbeat.beat.storecalls import FAILED
+
+if TYPE_CHECKING:
+    from celery_hashbeat.beat.slotqueue import SlotQueue
+    from celery_hashbeat.beat.storecalls import StoreCalls
+    from celery_hashbeat.observe.watch import Watch
+    from celery_hashbeat.publish.publisher import Publisher
+
+#: How long before a slot the leader wakes for it (ms): room to take a few hundred due entries
+#: off the queue and to absorb most of a loaded machine's wake-up delay.
+LEAD_MS = 3
+
+#: The last part of the wait for an instant spent busy rather than asleep (ms): about what a sleep
+#: overshoots on a quiet machine.
+SPIN_MS = 0.5
+
+#: How much longer than the lead the leader waits for an instant its clock does not reach
+#: (seconds): past it, the clock stepped back or stands still.
+WAIT_SLACK_S = 0.01
+
+
+class Instants:
+    """Wakes the leader ahead of each slot, makes its messages, and waits out its instant."""
+
+    def __init__(
+        self,
+        queue: SlotQueue,
+        publisher: Publisher,
+        watch: Watch,
+        calls: StoreCalls,
+        now_ms: Callable[[], int],
+    ) -> None:
+        self._queue = queue
+        self._publisher = publisher
+        self._watch = watch
+        self._calls = calls
+        self._now_ms = now_ms
+        #: Keeps the collector's full passes off the plans made as entries are first sent.
+        self._freezer = Freezer()
+
+    def wake_at_ms(self, head: int) -> int:
+        """When to wake for the slot at ``head`` (epoch ms): ``LEAD_MS`` before it, or earlier
+        to make its messages first."""
+        publisher = self._publisher
+        if publisher.outage.cause is not None:
+            return head - LEAD_MS
+        return min(publisher.ahead.wake_at(head), head - LEAD_MS)
+
+    def due(self, head: int) -> int | None:
+        """The instant to dispatch the slots at ``head`` for, if it is time to get them ready:
+        ``head`` itself within ``LEAD_MS`` of it, now once it is past."""
+        now = self._now_ms()
+        return None if head - now > LEAD_MS else max(head, now)
+
+    def reached(self, instant_ms: int) -> bool:
+        """Wait until the beat's clock reads ``instant_ms``; False if it does not within the
+        lead and a little more (it stepped back or stands still)."""
+        now_ms = self._now_ms
+        now = now_ms()
+        if now >= instant_ms:
+            return True
+        give_up_at = time.monotonic() + (instant_ms - now) / 1000 + WAIT_SLACK_S
+        # Asleep until SPIN_MS before the instant, then busy: a sleep ends late by the system's
+        # wake-up delay, and a busy wait for longer costs the beat's other threads their share
+        # of a loaded machine's processors just as they claim and send.
+        time.sleep(max(0.0, (instant_ms - now - SPIN_MS) / 1000))
+        while now_ms() < instant_ms:
+            if time.monotonic() > give_up_at:
+                return False
+        return True
+
+    def make_ahead(self, head: int) -> None:
+        """While nothing is due, make the messages of the slots due next (see ``publish.ahead``);
+        with time to spare, write the history waiting rather than send it with the next claim."""
+        now = self._now_ms()
+        publisher = self._publisher
+        slots = publisher.take_ahead(self._queue, head, now)
+        if slots is None:
+            return
+        outbox = self._watch.outbox
+        if head - now > publisher.ahead.window_ms // 2 and outbox:
+            calls = self._calls
+            if calls.attempt(calls.store.record, outbox.drain()) is FAILED:
+                return
+        publisher.make_ahead(slots, head - LEAD_MS, now, self._now_ms)
+        if head - self._now_ms() > PASS_ROOM_MS:
+            self._freezer.grown(publisher.kept)
