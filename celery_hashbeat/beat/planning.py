@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from celery_hashbeat.beat.parking import Parking
     from celery_hashbeat.entries.entry import Entry
     from celery_hashbeat.observe.watch import Watch
-    from celery_hashbeat.store.base import Fence
+    from celery_hashbeat.store.values import Fence
 
 logger = SCHEDULER
 
