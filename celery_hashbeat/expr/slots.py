@@ -13,37 +13,38 @@ from __future__ import annotations
 import abc
 from bisect import bisect_right
 from collections import deque
-from datetime import date, datetime, time, timedelta, timezone, tzinfo
+from datetime import timedelta, tzinfo
 
 from celery_hashbeat.expr.calendar import HORIZON_DAYS, Calendar
 from celery_hashbeat.expr.cronexpr import CronExpr
 from celery_hashbeat.expr.errors import NoFireTimeError
-from celery_hashbeat.expr.zones import DAY as DAY_S
-from celery_hashbeat.expr.zones import EPOCH_ORDINAL, zone_for
+from celery_hashbeat.expr.localdays import (
+    DAY_MS,
+    EPOCH,
+    MILLISECOND,
+    LocalDays,
+    to_datetime,
+    to_ms,
+)
+from celery_hashbeat.expr.zones import zone_for
 
-#: A day of a fixed offset, in milliseconds.
-DAY_MS = DAY_S * 1000
-
-UTC = timezone.utc
+__all__ = [
+    "DAY_MS",
+    "EPOCH",
+    "MILLISECOND",
+    "CalendarSlots",
+    "ChainSlots",
+    "CronSlots",
+    "IntervalSlots",
+    "Slots",
+    "duration_ms",
+    "to_datetime",
+    "to_ms",
+]
 
 #: How many slots a catch-up walks forward from the last one sent before it searches back from
 #: the present instead.
 SCAN_LIMIT = 1000
-
-EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-MILLISECOND = timedelta(milliseconds=1)
-
-
-def to_datetime(ms: int) -> datetime:
-    """An aware UTC datetime for an epoch-milliseconds slot."""
-    return datetime.fromtimestamp(ms / 1000, UTC)
-
-
-def to_ms(moment: datetime) -> int:
-    """Epoch milliseconds of an aware datetime (naive ones are read as UTC, as Celery does)."""
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return (moment - EPOCH) // MILLISECOND
 
 
 def duration_ms(delta: timedelta) -> int:
@@ -66,6 +67,11 @@ class Slots(abc.ABC):
     @abc.abstractmethod
     def next_after(self, ms: int) -> int:
         """The first slot strictly after ``ms``."""
+
+    def daily_in(self, tz: tzinfo) -> bool:
+        """Whether the slots fall at the same local times of zone ``tz`` every day while its
+        offset holds: then slots moved between such days land on each other (``CalendarSlots``)."""
+        return False
 
     def consents(self, slot: int, last: int) -> bool:
         """Whether the schedule, asked at ``slot`` with its last run at ``last``, says due."""
@@ -126,6 +132,10 @@ class CronSlots(Slots):
             self._after = ms
         return self._next
 
+    def daily_in(self, tz: tzinfo) -> bool:
+        zone = zone_for(self.expr.tz)  # its own zone's, or fixed instants of each day
+        return self.expr.same_every_day and (zone.fixed or zone is zone_for(tz))
+
     def recent(self, low: int, high: int, limit: int) -> list[int]:
         found: list[int] = []
         before = high // 1000 + 1
@@ -156,6 +166,9 @@ class IntervalSlots(Slots):
     def next_after(self, ms: int) -> int:
         return self._at_or_before(ms) + self.period
 
+    def daily_in(self, tz: tzinfo) -> bool:
+        return DAY_MS % self.period == 0
+
     def recent(self, low: int, high: int, limit: int) -> list[int]:
         last = self._at_or_before(high)
         first = max(self.next_after(low), last - (limit - 1) * self.period)
@@ -185,35 +198,38 @@ class ChainSlots(Slots):
         return list(range(first, last + 1, self.every))
 
 
-#: The slots of an excluded day.
+#: The slots of a stretch of days that has none.
 NO_SLOTS: list[int] = []
+
+#: The most days one stretch of plain days covers (so finding its end stays a short walk).
+RUN_DAYS = 32
 
 
 class CalendarSlots(Slots):
     """The slots of ``inner`` with the days ``calendar`` excludes (in zone ``tz``) left out, or
     moved to the nearest day it does not exclude, at the same time of day (docs/design.md §20).
 
-    Each local day is one of three kinds, told by set lookups: excluded (no slot), plain (the
-    inner slots stand: asked of the inner source) or landing (open, and given the slots of the
-    excluded days next to it: listed once, as a set, so that two slots never land on one
-    instant, then answered by bisection). The day asked last is kept with its bounds and kind,
-    so the usual ``next_after`` costs the inner answer plus two comparisons; a run of excluded
-    days is jumped over whole, never slot by slot.
+    The local days are cut into stretches, each of one kind, told by set lookups: *plain* (open
+    days whose slots are the inner ones: asked of the inner source), *shut* (excluded days with
+    no slot) or *listed* (an open day with the excluded days whose slots move onto it: their
+    slots listed once, as a set, so that two slots never land on one instant, then answered by
+    bisection). The stretch asked last is kept with its bounds, so the usual ``next_after``
+    costs the inner answer plus two comparisons. When the inner slots fall at the same local
+    times every day and the zone's offset holds over the days that move onto a day, the moved
+    slots are that day's own: it is plain, and the days they came from are shut, never walked.
     """
 
     __slots__ = (
         "_after",
-        "_day",
+        "_daily",
+        "_days",
+        "_end",
         "_excluded",
+        "_first",
         "_high",
         "_listed",
         "_low",
-        "_shut",
-        "_span",
-        "_span_high",
-        "_span_low",
         "_step",
-        "_zone",
         "asks_is_due",
         "calendar",
         "chained",
@@ -227,18 +243,15 @@ class CalendarSlots(Slots):
         self.chained, self.asks_is_due = inner.chained, inner.asks_is_due
         #: 0 to skip; 1 or -1: the direction a slot on an excluded day moves in.
         self._step = {"skip": 0, "next_business_day": 1}.get(mode, -1)
-        self._zone = zone_for(tz)
+        self._daily = inner.daily_in(tz)
+        self._days = LocalDays(tz)
         self._excluded = calendar.excluded
-        #: The local day asked last, its bounds [low, high) in ms, whether it is excluded, and
-        #: its slots unless it is plain (None; NO_SLOTS when excluded).
-        self._day, self._low, self._high, self._shut = 0, 0, 0, False
-        self._listed: list[int] | None = None
-        #: With a landing day: the first inner slot past it and the days it takes slots from.
+        #: The stretch asked last: its days [first, end), its bounds [low, high) in ms, and its
+        #: slots unless it is plain (None; NO_SLOTS when shut).
+        self._first, self._end, self._low, self._high = 0, 0, 0, 0
+        self._listed: list[int] | None = NO_SLOTS
+        #: With a listed stretch: the first inner slot past its days.
         self._after = 0
-        #: The UTC offset's span around the instant asked last: (start s, end s, offset s),
-        #: and its bounds in ms.
-        self._span = (0, 0, 0)
-        self._span_low, self._span_high = 0, 0
 
     def consents(self, slot: int, last: int) -> bool:
         return self.inner.consents(slot, last)
@@ -248,171 +261,125 @@ class CalendarSlots(Slots):
             listed = self._listed
             if listed is None:
                 slot = self.inner.next_after(ms)
-                high = self._high
-                if slot < high:
-                    return slot  # the usual answer: a slot on a plain day, the day asked last
-                later = high + DAY_MS
-                if slot < later and self._span_low <= high and later <= self._span_high:
-                    # The next day, as long as this one (a daily schedule's usual answer).
-                    day, excluded = self._day + 1, self._excluded
-                    if not excluded(day) and (self._step >= 0 or not excluded(day + 1)):
-                        self._day, self._low, self._high = day, high, later
-                        return slot
+                if slot < self._high:
+                    return slot  # the usual answer: a slot on a plain day
                 return self._onward(ms, slot)
             at = bisect_right(listed, ms)
             if at < len(listed):
-                return listed[at]  # a slot on a landing day, the day asked last
-            if not self._shut:
-                return self._onward(ms, self._after)  # the first inner slot past its days
+                return listed[at]
         else:
-            self._enter(self.day_of(ms))
-        if self._shut:  # its slots went elsewhere; those moved back are before ms
-            self._enter(self.calendar.next_open(self._day + 1), False)
+            self._enter(self._days.day_of(ms))
         return self._onward(ms, None)
 
     def _onward(self, ms: int, slot: int | None) -> int:
-        """The first slot after ``ms``, from the day asked last on; ``slot``: the inner slot
-        after ``ms`` when it is known to lie past that day."""
-        limit = self._day + HORIZON_DAYS
-        while self._day <= limit:
-            if slot is None:
-                listed = self._listed
-                if listed is not None:
-                    at = bisect_right(listed, ms)
-                    if at < len(listed):
-                        return listed[at]
-                    slot = self._after  # the first inner slot past the days listed
-                else:
+        """The first slot after ``ms``, from the stretch asked last on; ``slot``: the first
+        inner slot after ``ms``, when known."""
+        limit = self._first + HORIZON_DAYS
+        while True:
+            listed = self._listed
+            if listed is None:
+                if slot is None:
                     slot = self.inner.next_after(max(ms, self._low - 1))
-                    if slot < self._high:
-                        return slot
-            # The days up to the slot's have no slot of their own, so none moved onto them
-            # (those moved back land before an excluded day the slot's may start).
-            day = self._later_day(slot)
-            if self._excluded(day):
-                way = self._step or 1
-                self._enter(self.calendar.next_open(day + way, way), False)
-            else:
-                self._enter(day, False)
-                if self._listed is None:
+                if slot < self._high:
                     return slot
-            slot = None
-        raise self._never(ms)
+            elif listed is not NO_SLOTS:
+                at = bisect_right(listed, ms)
+                if at < len(listed):
+                    return listed[at]
+                slot = self._after
+            if self._end > limit:
+                raise self._never(ms)
+            self._enter(self._end)
+            if slot is not None and slot < self._low:
+                slot = None  # on a shut day
 
-    def _enter(self, day: int, shut: bool | None = None) -> None:
-        """Make ``day`` the day asked last: its bounds, and its kind (``shut``: whether it is
-        excluded, when known)."""
-        if day == self._day + 1:
-            low = self._high
-            if self._span_low <= low and low + DAY_MS <= self._span_high:
-                high = low + DAY_MS  # no change of offset: the usual day
+    def _enter(self, day: int) -> None:
+        """Make the stretch that holds ``day`` the one asked last (it starts at ``day``, or at
+        the first of the days that move onto a listed day)."""
+        excluded, step, calendar = self._excluded, self._step, self.calendar
+        if excluded(day):
+            if step == 0:
+                self._stretch(day, calendar.next_open(day), NO_SLOTS)
+                return
+            landing = calendar.next_open(day, step)
+            if step > 0:
+                first, last = self._shut_from(day), landing
             else:
-                high = self.day_start(day + 1)
-        else:
-            low, high = self.day_start(day), self.day_start(day + 1)
-        self._day, self._low, self._high = day, low, high
-        excluded, step = self._excluded, self._step
-        self._shut = shut = excluded(day) if shut is None else shut
-        if shut:
-            self._listed = NO_SLOTS
-        elif step and excluded(day - step):
-            self._listed, self._after = self.landing(day, low, high)
-        else:
-            self._listed = None
+                first, last = landing, calendar.next_open(day) - 1
+            if self._merges(first, last):
+                self._list(first, last, landing)
+            else:
+                self._stretch(day, calendar.next_open(day), NO_SLOTS)
+            return
+        if step and excluded(day - step):
+            if step > 0:
+                first, last = self._shut_from(day - 1), day
+            else:
+                first, last = day, calendar.next_open(day + 1) - 1
+            if self._merges(first, last):
+                self._list(first, last, day)
+                return
+            if step < 0:
+                self._stretch(day, day + 1, None)  # its moved slots are its own
+                return
+        end = day + 1
+        while end - day < RUN_DAYS and not excluded(end) and (step >= 0 or not excluded(end + 1)):
+            end += 1
+        self._stretch(day, end, None)
 
-    def _later_day(self, ms: int) -> int:
-        """The local day of ``ms``, which lies past the day asked last."""
-        high = self._high
-        if ms < high + DAY_MS and self._span_low <= high and high + DAY_MS <= self._span_high:
-            return self._day + 1
-        return self.day_of(ms)
+    def _stretch(self, first: int, end: int, listed: list[int] | None) -> None:
+        """Make days [first, end) the stretch asked last, with slots ``listed``."""
+        day_start = self._days.day_start
+        low = self._high if first == self._end else day_start(first)
+        self._first, self._end, self._low, self._high = first, end, low, day_start(end)
+        self._listed = listed
 
-    def day_of(self, ms: int) -> int:
-        """The local day (an ordinal) of instant ``ms``."""
-        seconds = ms // 1000
-        offset = self._span_of(seconds)[2]
-        return (seconds + offset) // DAY_S + EPOCH_ORDINAL
+    def _shut_from(self, day: int) -> int:
+        """The first of the excluded days that end with ``day``."""
+        first, excluded = day, self._excluded
+        while excluded(first - 1) and day - first < HORIZON_DAYS:
+            first -= 1
+        return first
 
-    def _span_of(self, seconds: int) -> tuple[int, int, int]:
-        """The span of one UTC offset around ``seconds`` (epoch s), as (start, end, offset)."""
-        span = self._span
-        if span[0] <= seconds < span[1]:
-            return span
-        zone = self._zone
-        if zone.fixed:
-            span = (-(2**62), 2**62, zone.fixed_offset)
-        else:
-            segment = zone.segment(seconds)
-            span = (segment.start, segment.end, segment.offset)
-        self._span = span
-        self._span_low, self._span_high = span[0] * 1000, span[1] * 1000
-        return span
+    def _merges(self, first: int, last: int) -> bool:
+        """Whether the slots of days ``first`` to ``last`` moved onto one of them must be
+        listed: unless they fall at that day's own times (the inner slots are daily and the
+        zone's offset holds from the first day's start to the last day's end)."""
+        if not self._daily:
+            return True
+        day_start = self._days.day_start
+        return not self._days.one_offset(day_start(first), day_start(last + 1))
 
-    def day_start(self, day: int) -> int:
-        """The first instant (ms) of local day ``day``."""
-        local = (day - EPOCH_ORDINAL) * DAY_S
-        first, last, offset = self._span
-        guess = local - offset
-        if first <= guess < last:
-            return guess * 1000
-        zone = self._zone
-        guess = local - zone.segment(local).offset
-        if guess + zone.segment(guess).offset == local:
-            return guess * 1000
-        # Midnight falls in a daylight saving gap: the day starts where the gap ends.
-        return to_ms(datetime.combine(date.fromordinal(day), time(), tzinfo=self.tz))
-
-    def landing(self, day: int, low: int, high: int) -> tuple[list[int], int]:
-        """Every slot on open day ``day`` (from ``low`` to ``high``), its own and those moved
-        onto it from the excluded days next to it, in order; and the first inner slot past
-        them all. One walk of the inner slots over those days."""
-        excluded, day_start = self._excluded, self.day_start
-        if self._step > 0:
-            first = day - 1
-            while excluded(first - 1) and day - first < HORIZON_DAYS:
-                first -= 1
-            starts = [*(day_start(ordinal) for ordinal in range(first, day)), low, high]
-        else:
-            first, last = day, day + 1
-            while excluded(last + 1) and last - day < HORIZON_DAYS:
-                last += 1
-            starts = [low, high, *(day_start(ordinal) for ordinal in range(day + 2, last + 2))]
+    def _list(self, first: int, last: int, landing: int) -> None:
+        """Make days ``first`` to ``last`` a listed stretch: every slot of open day ``landing``,
+        its own and those moved onto it from the others, by one walk of the inner slots."""
+        days = self._days
+        starts = [days.day_start(ordinal) for ordinal in range(first, last + 2)]
         found, inner, index, end = set(), self.inner, 0, starts[-1]
-        span = self._span_of(starts[0] // 1000)
         # No change of offset over those days: a slot moves by whole days.
-        shift = span[0] * 1000 <= starts[0] and end <= span[1] * 1000
+        shift = days.one_offset(starts[0], end)
         slot = inner.next_after(starts[0] - 1)
         while slot < end:
             while slot >= starts[index + 1]:
                 index += 1
-            if first + index == day:
+            away = landing - first - index  # days
+            if not away:
                 found.add(slot)
             else:
-                found.add(slot + (day - first - index) * DAY_MS if shift else self.moved(slot, day))
+                found.add(slot + away * DAY_MS if shift else days.moved(slot, landing))
             slot = inner.next_after(slot)
-        return sorted(found), slot
-
-    def moved(self, slot: int, day: int) -> int:
-        """Slot ``slot`` at the same local time of day on day ``day``."""
-        seconds, part = divmod(slot, 1000)
-        first, last, offset = self._span_of(seconds)
-        midnight = (day - EPOCH_ORDINAL) * DAY_S - offset
-        guess = midnight + (seconds + offset) % DAY_S
-        if first <= midnight and guess < last:  # one offset from its day's start: arithmetic
-            return guess * 1000 + part
-        local = to_datetime(slot).astimezone(self.tz)
-        target = datetime.combine(date.fromordinal(day), local.time(), tzinfo=self.tz)
-        return to_ms(target.replace(fold=local.fold))
+        self._stretch(first, last + 1, sorted(found))
+        self._after = slot
 
     def fate(self, slot: int) -> int | None:
         """Where inner slot ``slot`` goes: itself on an open day, None when skipped, or the
         instant it is moved to."""
-        day = self.day_of(slot)
+        day = self._days.day_of(slot)
         if not self._excluded(day):
             return slot
         if self._step == 0:
             return None
-        return self.moved(slot, self.calendar.next_open(day, self._step))
+        return self._days.moved(slot, self.calendar.next_open(day, self._step))
 
     def _never(self, ms: int) -> NoFireTimeError:
         return NoFireTimeError(
