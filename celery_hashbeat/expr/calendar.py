@@ -12,6 +12,7 @@ from __future__ import annotations
 import calendar as calendar_module
 import hashlib
 import importlib
+from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from datetime import date
 from typing import Any
@@ -41,7 +42,9 @@ class Calendar:
     __slots__ = (
         "_high",
         "_low",
+        "_ordered",
         "_set",
+        "_sorted",
         "_years",
         "dates",
         "holiday_sets",
@@ -70,8 +73,12 @@ class Calendar:
         self.dates, self.ranges, self.yearly = dates, ranges, yearly
         self.weekdays, self.holiday_sets = weekdays, holiday_sets
         self._years: dict[int, frozenset[int]] = {}
-        # The year asked last: [low, high) ordinals and its set, so most lookups are one test.
+        #: Each year's excluded days in order.
+        self._ordered: dict[int, list[int]] = {}
+        # The year asked last: [low, high) ordinals, its set and its days in order, so most
+        # lookups are one test.
         self._low, self._high, self._set = 0, 0, frozenset[int]()
+        self._sorted: list[int] = []
 
     def excluded(self, ordinal: int) -> bool:
         """Whether the day ``ordinal`` is excluded."""
@@ -81,10 +88,23 @@ class Calendar:
         days = self._years.get(year)
         if days is None:
             days = self._years[year] = self._year(year)
+            self._ordered[year] = sorted(days)
         self._low = date(year, 1, 1).toordinal()
         self._high = date(year + 1, 1, 1).toordinal() if year < 9999 else 10**7
-        self._set = days
+        self._set, self._sorted = days, self._ordered[year]
         return ordinal in days
+
+    def open_until(self, ordinal: int, limit: int) -> int:
+        """The first excluded day from ``ordinal`` (itself included) before ``limit``, or
+        ``limit``: where a run of open days ends, by bisection, not day by day."""
+        while ordinal < limit:
+            self.excluded(ordinal)  # its year becomes the one asked last
+            days = self._sorted
+            at = bisect_left(days, ordinal)
+            if at < len(days):
+                return min(days[at], limit)
+            ordinal = self._high
+        return limit
 
     def next_open(self, ordinal: int, step: int = 1) -> int:
         """The first day from ``ordinal`` (itself included) in direction ``step`` that is not

@@ -73,6 +73,11 @@ class Slots(abc.ABC):
         offset holds: then slots moved between such days land on each other (``CalendarSlots``)."""
         return False
 
+    def grid(self) -> tuple[int, int] | None:
+        """(offset, period) in ms when the slots are every ``period`` at ``offset`` into each
+        period counted from the epoch (then a wrapper answers by arithmetic); else None."""
+        return None
+
     def consents(self, slot: int, last: int) -> bool:
         """Whether the schedule, asked at ``slot`` with its last run at ``last``, says due."""
         return True
@@ -169,6 +174,9 @@ class IntervalSlots(Slots):
     def daily_in(self, tz: tzinfo) -> bool:
         return DAY_MS % self.period == 0
 
+    def grid(self) -> tuple[int, int] | None:
+        return self.offset, self.period
+
     def recent(self, low: int, high: int, limit: int) -> list[int]:
         last = self._at_or_before(high)
         first = max(self.next_after(low), last - (limit - 1) * self.period)
@@ -201,7 +209,7 @@ class ChainSlots(Slots):
 #: The slots of a stretch of days that has none.
 NO_SLOTS: list[int] = []
 
-#: The most days one stretch of plain days covers (so finding its end stays a short walk).
+#: The most days one stretch of open days covers (so finding its end stays a short search).
 RUN_DAYS = 32
 
 
@@ -209,14 +217,15 @@ class CalendarSlots(Slots):
     """The slots of ``inner`` with the days ``calendar`` excludes (in zone ``tz``) left out, or
     moved to the nearest day it does not exclude, at the same time of day (docs/design.md §20).
 
-    The local days are cut into stretches, each of one kind, told by set lookups: *plain* (open
-    days whose slots are the inner ones: asked of the inner source), *shut* (excluded days with
-    no slot) or *listed* (an open day with the excluded days whose slots move onto it: their
-    slots listed once, as a set, so that two slots never land on one instant, then answered by
-    bisection). The stretch asked last is kept with its bounds, so the usual ``next_after``
-    costs the inner answer plus two comparisons. When the inner slots fall at the same local
-    times every day and the zone's offset holds over the days that move onto a day, the moved
-    slots are that day's own: it is plain, and the days they came from are shut, never walked.
+    The local days are cut into stretches, told by set lookups and bisection: *plain* (open
+    days whose slots are the inner ones: asked of the inner source, or worked out when they are
+    a plain grid) and *listed* (an open day with the excluded days whose slots move onto it:
+    their slots listed once, as a set, so that two slots never land on one instant, then
+    answered by bisection). Excluded days whose slots are skipped are passed over whole. The
+    stretch asked last is kept with its bounds, so the usual ``next_after`` costs the inner
+    answer plus two comparisons. When the inner slots fall at the same local times every day
+    and the zone's offset holds over the days that move onto a day, the moved slots are that
+    day's own: it is plain, and the days they came from are passed over, never walked.
     """
 
     __slots__ = (
@@ -226,9 +235,12 @@ class CalendarSlots(Slots):
         "_end",
         "_excluded",
         "_first",
+        "_group",
         "_high",
         "_listed",
         "_low",
+        "_period",
+        "_phase",
         "_step",
         "asks_is_due",
         "calendar",
@@ -244,24 +256,33 @@ class CalendarSlots(Slots):
         #: 0 to skip; 1 or -1: the direction a slot on an excluded day moves in.
         self._step = {"skip": 0, "next_business_day": 1}.get(mode, -1)
         self._daily = inner.daily_in(tz)
+        self._phase, self._period = inner.grid() or (0, 0)
         self._days = LocalDays(tz)
         self._excluded = calendar.excluded
         #: The stretch asked last: its days [first, end), its bounds [low, high) in ms, and its
-        #: slots unless it is plain (None; NO_SLOTS when shut).
+        #: slots when listed (None: plain).
         self._first, self._end, self._low, self._high = 0, 0, 0, 0
-        self._listed: list[int] | None = NO_SLOTS
-        #: With a listed stretch: the first inner slot past its days.
+        self._listed: list[int] | None = None
+        #: With listed slots: the first inner slot past the stretch.
         self._after = 0
+        #: The moving group found last: its first and last day, the day they land on, and
+        #: whether its slots must be listed.
+        self._group = (0, -1, 0, False)
 
     def consents(self, slot: int, last: int) -> bool:
         return self.inner.consents(slot, last)
 
     def next_after(self, ms: int) -> int:
-        if self._low <= ms < self._high:
+        high = self._high
+        if self._low <= ms < high:
             listed = self._listed
             if listed is None:
-                slot = self.inner.next_after(ms)
-                if slot < self._high:
+                period = self._period
+                if period:  # a grid: the inner answer by arithmetic
+                    slot = ms + period - (ms - self._phase) % period
+                else:
+                    slot = self.inner.next_after(ms)
+                if slot < high:
                     return slot  # the usual answer: a slot on a plain day
                 return self._onward(ms, slot)
             at = bisect_right(listed, ms)
@@ -282,7 +303,7 @@ class CalendarSlots(Slots):
                     slot = self.inner.next_after(max(ms, self._low - 1))
                 if slot < self._high:
                     return slot
-            elif listed is not NO_SLOTS:
+            else:
                 at = bisect_right(listed, ms)
                 if at < len(listed):
                     return listed[at]
@@ -290,65 +311,68 @@ class CalendarSlots(Slots):
             if self._end > limit:
                 raise self._never(ms)
             self._enter(self._end)
-            if slot is not None and slot < self._low:
-                slot = None  # on a shut day
+            if slot < self._low:
+                slot = self._same_time(slot) if self._listed is None else None
+
+    def _same_time(self, slot: int) -> int | None:
+        """The first inner slot of the stretch asked last, from ``slot``, the first inner slot
+        of an earlier day (past the instant asked), which was passed over: the same local time
+        on the stretch's first day when the slots are daily and the offset holds; else None."""
+        if not self._daily:
+            return None
+        days = self._days
+        day = days.day_of(slot)
+        if not days.one_offset(days.day_start(day), self._low + DAY_MS):
+            return None
+        return slot + (self._first - day) * DAY_MS
 
     def _enter(self, day: int) -> None:
-        """Make the stretch that holds ``day`` the one asked last (it starts at ``day``, or at
-        the first of the days that move onto a listed day)."""
+        """Make the stretch that holds ``day`` the one asked last (a listed one may start at
+        an excluded day before it)."""
         excluded, step, calendar = self._excluded, self._step, self.calendar
+        checked = False  # whether day is known to take no slots that must be listed
         if excluded(day):
-            if step == 0:
-                self._stretch(day, calendar.next_open(day), NO_SLOTS)
-                return
-            landing = calendar.next_open(day, step)
-            if step > 0:
-                first, last = self._shut_from(day), landing
+            if not step:
+                day = calendar.next_open(day)
             else:
-                first, last = landing, calendar.next_open(day) - 1
-            if self._merges(first, last):
+                first, last, landing, merges = self._group_of(day)
+                if merges:
+                    self._list(first, last, landing)
+                    return
+                # Its slots land at an open day's own times: go on from the next open day.
+                day, checked = last + 1 if step < 0 else landing, step > 0
+        if step and not checked and excluded(day - step):
+            first, last, landing, merges = self._group_of(day - step)
+            if merges:
                 self._list(first, last, landing)
-            else:
-                self._stretch(day, calendar.next_open(day), NO_SLOTS)
-            return
-        if step and excluded(day - step):
-            if step > 0:
-                first, last = self._shut_from(day - 1), day
-            else:
-                first, last = day, calendar.next_open(day + 1) - 1
-            if self._merges(first, last):
-                self._list(first, last, day)
                 return
-            if step < 0:
-                self._stretch(day, day + 1, None)  # its moved slots are its own
-                return
-        end = day + 1
-        while end - day < RUN_DAYS and not excluded(end) and (step >= 0 or not excluded(end + 1)):
-            end += 1
+        end = calendar.open_until(day + 1, day + RUN_DAYS)
+        if step < 0 and end - 1 > day and excluded(end) and self._group_of(end)[3]:
+            end -= 1  # the last open day takes slots moved back that must be listed
         self._stretch(day, end, None)
 
-    def _stretch(self, first: int, end: int, listed: list[int] | None) -> None:
-        """Make days [first, end) the stretch asked last, with slots ``listed``."""
-        day_start = self._days.day_start
-        low = self._high if first == self._end else day_start(first)
-        self._first, self._end, self._low, self._high = first, end, low, day_start(end)
-        self._listed = listed
-
-    def _shut_from(self, day: int) -> int:
-        """The first of the excluded days that end with ``day``."""
-        first, excluded = day, self._excluded
-        while excluded(first - 1) and day - first < HORIZON_DAYS:
-            first -= 1
-        return first
-
-    def _merges(self, first: int, last: int) -> bool:
-        """Whether the slots of days ``first`` to ``last`` moved onto one of them must be
-        listed: unless they fall at that day's own times (the inner slots are daily and the
-        zone's offset holds from the first day's start to the last day's end)."""
-        if not self._daily:
-            return True
-        day_start = self._days.day_start
-        return not self._days.one_offset(day_start(first), day_start(last + 1))
+    def _group_of(self, day: int) -> tuple[int, int, int, bool]:
+        """The days whose slots move where those of excluded day ``day`` do: their first and
+        last, the open day they land on, and whether their slots must be listed (unless they
+        fall at that day's own times: the inner slots are daily, and the zone's offset holds
+        from the first day's start to the last day's end)."""
+        group = self._group
+        if group[0] <= day <= group[1]:
+            return group
+        calendar, days = self.calendar, self._days
+        if self._step > 0:
+            first, excluded = day, self._excluded
+            while excluded(first - 1) and day - first < HORIZON_DAYS:
+                first -= 1
+            last = landing = calendar.next_open(day)
+        else:
+            first = landing = calendar.next_open(day, -1)
+            last = calendar.next_open(day) - 1
+        merges = not self._daily or not days.one_offset(
+            days.day_start(first), days.day_start(last + 1)
+        )
+        self._group = group = (first, last, landing, merges)
+        return group
 
     def _list(self, first: int, last: int, landing: int) -> None:
         """Make days ``first`` to ``last`` a listed stretch: every slot of open day ``landing``,
@@ -370,6 +394,13 @@ class CalendarSlots(Slots):
             slot = inner.next_after(slot)
         self._stretch(first, last + 1, sorted(found))
         self._after = slot
+
+    def _stretch(self, first: int, end: int, listed: list[int] | None) -> None:
+        """Make days [first, end) the stretch asked last, with slots ``listed`` (None: plain)."""
+        day_start = self._days.day_start
+        low = self._high if first == self._end else day_start(first)
+        self._first, self._end, self._low, self._high = first, end, low, day_start(end)
+        self._listed = listed
 
     def fate(self, slot: int) -> int | None:
         """Where inner slot ``slot`` goes: itself on an open day, None when skipped, or the
