@@ -98,7 +98,8 @@ class Calendar:
         """The first excluded day from ``ordinal`` (itself included) before ``limit``, or
         ``limit``: where a run of open days ends, by bisection, not day by day."""
         while ordinal < limit:
-            self.excluded(ordinal)  # its year becomes the one asked last
+            if not self._low <= ordinal < self._high:
+                self.excluded(ordinal)  # its year becomes the one asked last
             days = self._sorted
             at = bisect_left(days, ordinal)
             if at < len(days):
@@ -110,7 +111,10 @@ class Calendar:
         """The first day from ``ordinal`` (itself included) in direction ``step`` that is not
         excluded; CalendarError if none is within HORIZON_DAYS."""
         for _ in range(HORIZON_DAYS):
-            if not self.excluded(ordinal):
+            if self._low <= ordinal < self._high:  # the year asked last: a set lookup
+                if ordinal not in self._set:
+                    return ordinal
+            elif not self.excluded(ordinal):
                 return ordinal
             ordinal += step
         raise CalendarError(

@@ -47,8 +47,26 @@ class LocalDays:
 
     def one_offset(self, low: int, high: int) -> bool:
         """Whether the instants from ``low`` to ``high`` (ms) all have one UTC offset."""
-        first, last, _ = self.span_of(low // 1000)
-        return first * 1000 <= low and high <= last * 1000
+        span = self._span
+        if not span[0] * 1000 <= low < span[1] * 1000:
+            span = self.span_of(low // 1000)
+        return high <= span[1] * 1000
+
+    def steady(self, first: int, end: int) -> bool:
+        """Whether local days [``first``, ``end``) all have one UTC offset (from the first's
+        start to the last's end)."""
+        low = self.day_start(first)
+        return self.one_offset(low, low + (end - first) * DAY_MS)
+
+    def bounds(self, first: int, end: int) -> tuple[int, int]:
+        """The first instants (ms) of days ``first`` and ``end``: by arithmetic when one
+        offset holds over both."""
+        local = (first - EPOCH_ORDINAL) * DAY_S
+        start, stop, offset = self._span
+        low, high = local - offset, local + (end - first) * DAY_S - offset
+        if start <= low and high < stop:
+            return low * 1000, high * 1000
+        return self.day_start(first), self.day_start(end)
 
     def day_of(self, ms: int) -> int:
         """The local day of instant ``ms``."""

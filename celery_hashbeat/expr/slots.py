@@ -310,21 +310,17 @@ class CalendarSlots(Slots):
                 slot = self._after
             if self._end > limit:
                 raise self._never(ms)
+            high = self._high
             self._enter(self._end)
             if slot < self._low:
-                slot = self._same_time(slot) if self._listed is None else None
-
-    def _same_time(self, slot: int) -> int | None:
-        """The first inner slot of the stretch asked last, from ``slot``, the first inner slot
-        of an earlier day (past the instant asked), which was passed over: the same local time
-        on the stretch's first day when the slots are daily and the offset holds; else None."""
-        if not self._daily:
-            return None
-        days = self._days
-        day = days.day_of(slot)
-        if not days.one_offset(days.day_start(day), self._low + DAY_MS):
-            return None
-        return slot + (self._first - day) * DAY_MS
+                # Its day was passed over. It was that day's first inner slot (the day starts
+                # past ms), so a daily source has it at the same time of day on the first day
+                # here, if one offset holds from the day after the last stretch to this day.
+                low, daily = self._low, self._daily and self._listed is None
+                if daily and self._days.one_offset(high, low + DAY_MS):
+                    slot = low + (slot - high) % DAY_MS
+                else:
+                    slot = None
 
     def _enter(self, day: int) -> None:
         """Make the stretch that holds ``day`` the one asked last (a listed one may start at
@@ -368,9 +364,7 @@ class CalendarSlots(Slots):
         else:
             first = landing = calendar.next_open(day, -1)
             last = calendar.next_open(day) - 1
-        merges = not self._daily or not days.one_offset(
-            days.day_start(first), days.day_start(last + 1)
-        )
+        merges = not self._daily or not days.steady(first, last + 1)
         self._group = group = (first, last, landing, merges)
         return group
 
@@ -397,9 +391,8 @@ class CalendarSlots(Slots):
 
     def _stretch(self, first: int, end: int, listed: list[int] | None) -> None:
         """Make days [first, end) the stretch asked last, with slots ``listed`` (None: plain)."""
-        day_start = self._days.day_start
-        low = self._high if first == self._end else day_start(first)
-        self._first, self._end, self._low, self._high = first, end, low, day_start(end)
+        low, high = self._days.bounds(first, end)
+        self._first, self._end, self._low, self._high = first, end, low, high
         self._listed = listed
 
     def fate(self, slot: int) -> int | None:
