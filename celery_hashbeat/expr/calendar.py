@@ -94,18 +94,24 @@ class Calendar:
         self._set, self._sorted = days, self._ordered[year]
         return ordinal in days
 
-    def open_until(self, ordinal: int, limit: int) -> int:
-        """The first excluded day from ``ordinal`` (itself included) before ``limit``, or
-        ``limit``: where a run of open days ends, by bisection, not day by day."""
+    def open_runs(self, ordinal: int, limit: int) -> list[tuple[int, int]]:
+        """The runs of days it does not exclude from ``ordinal`` up to ``limit``, in order, as
+        [first, end) pairs (the last may end at ``limit``): read off the excluded days in
+        order, not day by day."""
+        runs, first = [], ordinal
         while ordinal < limit:
             if not self._low <= ordinal < self._high:
                 self.excluded(ordinal)  # its year becomes the one asked last
-            days = self._sorted
+            days, high = self._sorted, min(self._high, limit)
             at = bisect_left(days, ordinal)
-            if at < len(days):
-                return min(days[at], limit)
-            ordinal = self._high
-        return limit
+            while at < len(days) and days[at] < high:
+                if days[at] > first:
+                    runs.append((first, days[at]))
+                first, at = days[at] + 1, at + 1
+            ordinal = high
+        if first < limit:
+            runs.append((first, limit))
+        return runs
 
     def next_open(self, ordinal: int, step: int = 1) -> int:
         """The first day from ``ordinal`` (itself included) in direction ``step`` that is not

@@ -241,6 +241,7 @@ class CalendarSlots(Slots):
         "_low",
         "_period",
         "_phase",
+        "_runs",
         "_step",
         "asks_is_due",
         "calendar",
@@ -265,6 +266,8 @@ class CalendarSlots(Slots):
         self._listed: list[int] | None = None
         #: With listed slots: the first inner slot past the stretch.
         self._after = 0
+        #: With a plain stretch of a daily source: the open runs that follow it (_runs_after).
+        self._runs: list[tuple[int, int, int, int]] = []
         #: The moving group found last: its first and last day, the day they land on, and
         #: whether its slots must be listed.
         self._group = (0, -1, 0, False)
@@ -310,7 +313,13 @@ class CalendarSlots(Slots):
                 slot = self._after
             if self._end > limit:
                 raise self._never(ms)
-            high = self._high
+            high, runs = self._high, self._runs
+            if runs and listed is None:  # the next open run, past closed days, one offset on
+                self._first, self._end, low, self._high = runs.pop()
+                self._low = low
+                if slot < low:  # on a closed day: the same time on this run's first day
+                    slot = low + (slot - high) % DAY_MS
+                continue
             self._enter(self._end)
             if slot < self._low:
                 # Its day was passed over. It was that day's first inner slot (the day starts
@@ -342,10 +351,25 @@ class CalendarSlots(Slots):
             if merges:
                 self._list(first, last, landing)
                 return
-        end = calendar.open_until(day + 1, day + RUN_DAYS)
+        runs = calendar.open_runs(day, day + RUN_DAYS)
+        if not self._daily:
+            del runs[1:]
+        while len(runs) > 1 and not self._days.steady(day, runs[-1][1]):
+            runs.pop()
+        first, end = runs[-1]
         if step < 0 and end - 1 > day and excluded(end) and self._group_of(end)[3]:
-            end -= 1  # the last open day takes slots moved back that must be listed
-        self._stretch(day, end, None)
+            runs[-1] = first, end - 1  # its last day takes slots moved back that must be listed
+            if end - 1 == first:
+                runs.pop()
+        self._stretch(day, runs[0][1], None)
+        # With a daily source the closed days between the runs (one offset over them all)
+        # hold slots that go nowhere or onto an open day's own times, so the runs after the
+        # first are entered one after another without a search (the last first).
+        low = self._low
+        self._runs = [
+            (first, end, low + (first - day) * DAY_MS, low + (end - day) * DAY_MS)
+            for first, end in reversed(runs[1:])
+        ]
 
     def _group_of(self, day: int) -> tuple[int, int, int, bool]:
         """The days whose slots move where those of excluded day ``day`` do: their first and
@@ -393,6 +417,7 @@ class CalendarSlots(Slots):
         """Make days [first, end) the stretch asked last, with slots ``listed`` (None: plain)."""
         low, high = self._days.bounds(first, end)
         self._first, self._end, self._low, self._high = first, end, low, high
+        self._runs = []
         self._listed = listed
 
     def fate(self, slot: int) -> int | None:
