@@ -69,6 +69,8 @@ class CalendarSlots(Slots):
         "_low",
         "_period",
         "_phase",
+        "_run_day",
+        "_run_low",
         "_runs",
         "_step",
         "asks_is_due",
@@ -94,8 +96,11 @@ class CalendarSlots(Slots):
         self._listed: list[int] | None = None
         #: With listed slots: the first inner slot past the stretch.
         self._after = 0
-        #: With a plain stretch of a daily source: the open runs that follow it (_runs_after).
-        self._runs: list[tuple[int, int, int, int]] = []
+        #: With a plain stretch of a daily source: the open runs that follow it, as the days
+        #: each ends and starts at, counted from day ``_run_day`` (it starts at ``_run_low``
+        #: ms), the last run first (small numbers: a few bytes each).
+        self._runs: list[int] = []
+        self._run_day, self._run_low = 0, 0
         #: The moving group found last: its first and last day, the day they land on, and
         #: whether its slots must be listed.
         self._group = (0, -1, 0, False)
@@ -143,8 +148,10 @@ class CalendarSlots(Slots):
                 raise self._never(ms)
             high, runs = self._high, self._runs
             if runs and listed is None:  # the next open run, past closed days, one offset on
-                self._first, self._end, low, self._high = runs.pop()
-                self._low = low
+                first, end, day, base = runs.pop(), runs.pop(), self._run_day, self._run_low
+                self._first, self._end = day + first, day + end
+                self._low = low = base + first * DAY_MS
+                self._high = base + end * DAY_MS
                 if slot < low:  # on a closed day: the same time on this run's first day
                     slot = low + (slot - high) % DAY_MS
                 continue
@@ -193,11 +200,8 @@ class CalendarSlots(Slots):
         # With a daily source the closed days between the runs (one offset over them all)
         # hold slots that go nowhere or onto an open day's own times, so the runs after the
         # first are entered one after another without a search (the last first).
-        low = self._low
-        self._runs = [
-            (first, end, low + (first - day) * DAY_MS, low + (end - day) * DAY_MS)
-            for first, end in reversed(runs[1:])
-        ]
+        self._run_day, self._run_low = day, self._low
+        self._runs = [n - day for first, end in reversed(runs[1:]) for n in (end, first)]
 
     def _group_of(self, day: int) -> tuple[int, int, int, bool]:
         """The days whose slots move where those of excluded day ``day`` do: their first and
