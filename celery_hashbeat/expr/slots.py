@@ -53,7 +53,8 @@ class CalendarSlots(Slots):
     stretch asked last is kept with its bounds, so the usual ``next_after`` costs the inner
     answer plus two comparisons. When the inner slots fall at the same local times every day
     and the zone's offset holds over the days that move onto a day, the moved slots are that
-    day's own: it is plain, and the days they came from are passed over, never walked.
+    day's own: it is plain, and the days they came from are passed over, never walked; and the
+    open runs of the next RUN_DAYS days are read at once, then entered one after another.
     """
 
     __slots__ = (
