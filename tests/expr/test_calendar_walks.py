@@ -61,8 +61,10 @@ def random_case(rng: random.Random) -> tuple[Slots, Slots, ZoneInfo, list[str], 
         plain: Slots = IntervalSlots(period_ms, offset_ms)
     else:
         text, key = rng.choice(EXPRESSIONS), f"walk{rng.randrange(1000)}"
-        inner = CronSlots(parse(text, key=key, tz=tz))
-        plain = CronSlots(parse(text, key=key, tz=tz))
+        # Now and then the expression has a zone of its own (days are still the calendar's).
+        own = tz if rng.random() < 0.8 else ZoneInfo(rng.choice(ZONES))
+        inner = CronSlots(parse(text, key=key, tz=own))
+        plain = CronSlots(parse(text, key=key, tz=own))
     years = range(2025, 2030)
     specs: list[str] = []
     closed: set[date] = set()
@@ -138,3 +140,27 @@ def test_random_walks_answer_as_the_reference_does(seed: int) -> None:
                 assert answer >= sure, (specs, mode, inner, ms)
                 break
             ms = answer if rng.random() < 0.9 else answer - rng.randrange(1, 3600_000)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_an_expression_in_another_zone_keeps_its_own_clock_changes(mode: str) -> None:
+    # Days are New York's; the expression fires at 06:30 Berlin time. Berlin's clocks change
+    # on Sunday 28 March 2027, two weeks after New York's, so a weekend's slots are not the
+    # Monday's own in New York time: they must be asked of the expression, not shifted.
+    tz = ZoneInfo("America/New_York")
+    slots = CalendarSlots(
+        CronSlots(parse("30 6 * * *", tz="Europe/Berlin")), parse_calendar("sat,sun"), tz, mode
+    )
+    plain = CronSlots(parse("30 6 * * *", tz="Europe/Berlin"))
+    closed = {date(2027, 3, 1) + timedelta(days=n) for n in range(-40, 80)}
+    closed = {day for day in closed if day.weekday() >= 5}
+    low, high = datetime(2027, 3, 1, tzinfo=tz), datetime(2027, 4, 20, tzinfo=tz)
+    expected = [
+        ms for ms in reference(plain, tz, closed, mode, low, high) if to_ms(low) < ms < to_ms(high)
+    ]
+
+    found, ms = [], to_ms(low)
+    while (ms := slots.next_after(ms)) < to_ms(high):
+        found.append(ms)
+
+    assert found == expected
