@@ -6,11 +6,12 @@ without one (docs/design.md §20; the bar: within 2x).
 Each row times ``Slots.next_after`` walked forward ``--count`` times (each answer fed back in, as
 the beat's heap asks), through 2027 and 2028 in the schedule's zone and round again: the plain
 slot source, then the same source wrapped in ``CalendarSlots`` with ``sat,sun`` plus a country's
-public holidays (``holidays:US`` or ``holidays:DE-BY``), skipping, then moving to the next
-business day. The calendar's years are built before timing: a beat builds each year's set once,
-at its first slot of that year, and the last column says what that costs (the ``holidays``
-package's answer for one year, plus the set). A report, never a test: the fastest of several
-repeats, the three sources taken in turn; nothing asserted.
+public holidays (``holidays:US`` or ``holidays:DE-BY``), skipping, moving to the next business
+day, and (the last two columns) moving to the previous one. The calendar's years are built
+before timing: a beat builds each year's set once, at its first slot of that year, and the
+``year ms`` column says what that costs (the ``holidays`` package's answer for one year, plus
+the set). A report, never a test: the fastest of several repeats, the sources taken in turn;
+nothing asserted.
 
 The ratios are per call (the bar). A calendar also leaves fewer slots to ask for (a weekend's
 slots are skipped, or become Monday's), so a beat running the schedule for a year makes fewer
@@ -101,7 +102,7 @@ def main() -> None:
     header = (
         f"{'schedule':<22}{'zone':<18}{'calendar':<24}{'plain us':>10}"
         f"{'skip us':>10}{'ratio':>7}{'moved us':>10}{'ratio':>7}{'year ms':>9}"
-        f"{'skip/year':>11}{'moved/year':>11}"
+        f"{'skip/year':>11}{'moved/year':>11}{'prev us':>9}{'ratio':>7}"
     )
     print(header)
     print("-" * len(header))
@@ -114,14 +115,16 @@ def main() -> None:
             source_for(text, zone),
             CalendarSlots(source_for(text, zone), calendar, tz, "skip"),
             CalendarSlots(source_for(text, zone), calendar, tz, "next_business_day"),
+            CalendarSlots(source_for(text, zone), calendar, tz, "previous_business_day"),
         ]
-        plain, skip, moved = best(sources, start, end, args.count, args.repeats)
-        many, kept, landed = (slots_in(slots, start, end) for slots in sources)
+        plain, skip, moved, back = best(sources, start, end, args.count, args.repeats)
+        many, kept, landed, _ = (slots_in(slots, start, end) for slots in sources)
         print(
             f"{text:<22}{zone:<18}{'sat,sun + ' + holidays:<24}{plain:>10.2f}"
             f"{skip:>10.2f}{skip / plain:>7.2f}{moved:>10.2f}{moved / plain:>7.2f}"
             f"{year_build_ms(holidays):>9.1f}"
             f"{skip * kept / (plain * many):>11.2f}{moved * landed / (plain * many):>11.2f}"
+            f"{back:>9.2f}{back / plain:>7.2f}"
         )
 
 

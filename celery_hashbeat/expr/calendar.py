@@ -12,6 +12,7 @@ from __future__ import annotations
 import calendar as calendar_module
 import hashlib
 import importlib
+from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from datetime import date
 from typing import Any
@@ -41,7 +42,9 @@ class Calendar:
     __slots__ = (
         "_high",
         "_low",
+        "_ordered",
         "_set",
+        "_sorted",
         "_years",
         "dates",
         "holiday_sets",
@@ -70,8 +73,12 @@ class Calendar:
         self.dates, self.ranges, self.yearly = dates, ranges, yearly
         self.weekdays, self.holiday_sets = weekdays, holiday_sets
         self._years: dict[int, frozenset[int]] = {}
-        # The year asked last: [low, high) ordinals and its set, so most lookups are one test.
+        #: Each year's excluded days in order.
+        self._ordered: dict[int, list[int]] = {}
+        # The year asked last: [low, high) ordinals, its set and its days in order, so most
+        # lookups are one test.
         self._low, self._high, self._set = 0, 0, frozenset[int]()
+        self._sorted: list[int] = []
 
     def excluded(self, ordinal: int) -> bool:
         """Whether the day ``ordinal`` is excluded."""
@@ -81,16 +88,39 @@ class Calendar:
         days = self._years.get(year)
         if days is None:
             days = self._years[year] = self._year(year)
+            self._ordered[year] = sorted(days)
         self._low = date(year, 1, 1).toordinal()
         self._high = date(year + 1, 1, 1).toordinal() if year < 9999 else 10**7
-        self._set = days
+        self._set, self._sorted = days, self._ordered[year]
         return ordinal in days
+
+    def open_runs(self, ordinal: int, limit: int) -> list[tuple[int, int]]:
+        """The runs of days it does not exclude from ``ordinal`` up to ``limit``, in order, as
+        [first, end) pairs (the last may end at ``limit``): read off the excluded days in
+        order, not day by day."""
+        runs, first = [], ordinal
+        while ordinal < limit:
+            if not self._low <= ordinal < self._high:
+                self.excluded(ordinal)  # its year becomes the one asked last
+            days, high = self._sorted, min(self._high, limit)
+            at = bisect_left(days, ordinal)
+            while at < len(days) and days[at] < high:
+                if days[at] > first:
+                    runs.append((first, days[at]))
+                first, at = days[at] + 1, at + 1
+            ordinal = high
+        if first < limit:
+            runs.append((first, limit))
+        return runs
 
     def next_open(self, ordinal: int, step: int = 1) -> int:
         """The first day from ``ordinal`` (itself included) in direction ``step`` that is not
         excluded; CalendarError if none is within HORIZON_DAYS."""
         for _ in range(HORIZON_DAYS):
-            if not self.excluded(ordinal):
+            if self._low <= ordinal < self._high:  # the year asked last: a set lookup
+                if ordinal not in self._set:
+                    return ordinal
+            elif not self.excluded(ordinal):
                 return ordinal
             ordinal += step
         raise CalendarError(

@@ -11,6 +11,7 @@ import math
 from collections.abc import Iterator
 from datetime import datetime, tzinfo
 
+from celery_hashbeat.expr.days import every_day
 from celery_hashbeat.expr.describe import describe
 from celery_hashbeat.expr.errors import CronSyntaxError, NoFireTimeError
 from celery_hashbeat.expr.resolve import Parsed, resolver_for
@@ -64,6 +65,12 @@ class CronExpr:
     def has_seconds(self) -> bool:
         """Whether the expression has a seconds field (its slots may be a second apart)."""
         return self._parsed.six_fields
+
+    @property
+    def same_every_day(self) -> bool:
+        """Whether it fires at the same wall times every day (no day or month field limits it)."""
+        resolved = self._parsed.resolved
+        return len(resolved.months) == 12 and every_day(resolved.day)
 
     def next_timestamp(self, after: float) -> int:
         """Epoch seconds of the first fire strictly after ``after`` (epoch seconds)."""

@@ -92,3 +92,15 @@ def can_ever_fire(day: DaySpec, months: frozenset[int]) -> bool:
             if any(matcher.month_mask(length, first) for first in range(7)):
                 return True
     return False
+
+
+@lru_cache(maxsize=4096)
+def every_day(day: DaySpec) -> bool:
+    """Whether the day fields match every day of every month: then a schedule fires at the same
+    wall times each day. Every (length, first weekday) shape of a month is tried."""
+    matcher = day_matcher(day)
+    return all(
+        matcher.month_mask(length, first) == (1 << (length + 1)) - 2
+        for length in (28, 29, 30, 31)
+        for first in range(7)
+    )
