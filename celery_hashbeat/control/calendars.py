@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from celery_hashbeat.entries.bounds import BoundedSlots
 from celery_hashbeat.expr.calendar import HORIZON_DAYS
+from celery_hashbeat.expr.localdays import LocalDays
 from celery_hashbeat.expr.slots import CalendarSlots
 
 if TYPE_CHECKING:
@@ -76,18 +77,18 @@ def moved_from(entry: Entry | None, slots: Iterable[int]) -> dict[int, list[int]
     if calendar is None or calendar.mode == "skip":
         return {}
     step = 1 if calendar.mode == "next_business_day" else -1
-    excluded, inner = calendar.calendar.excluded, calendar.inner
+    excluded, inner, days_of = calendar.calendar.excluded, calendar.inner, LocalDays(calendar.tz)
     wanted = set(slots)
     found: dict[int, list[int]] = {}
-    for day in sorted({calendar.day_of(slot) for slot in wanted}):
+    for day in sorted({days_of.day_of(slot) for slot in wanted}):
         # The excluded days that give their slots to ``day``: the run of them next to it.
         days: list[int] = []
         while excluded(day - step * (len(days) + 1)) and len(days) < HORIZON_DAYS:
             days.append(day - step * (len(days) + 1))
         if not days:
             continue
-        slot = inner.next_after(calendar.day_start(min(days)) - 1)
-        end = calendar.day_start(max(days) + 1)
+        slot = inner.next_after(days_of.day_start(min(days)) - 1)
+        end = days_of.day_start(max(days) + 1)
         for _ in range(CALENDAR_LOOK):
             if slot >= end:
                 break
