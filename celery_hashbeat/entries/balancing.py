@@ -32,7 +32,7 @@ from celery_hashbeat.schedules import hashcron
 class Group:
     """Balanced entries that compete for the same slots, and the slot each of them holds."""
 
-    __slots__ = ("identity", "keyed", "keys", "sizes", "slot_of", "terms", "tight")
+    __slots__ = ("identity", "keyed", "keys", "sizes", "slot_of", "templates", "terms", "tight")
 
     def __init__(self, identity: Hashable, terms: tuple[Term, ...], tight: bool) -> None:
         self.identity = identity
@@ -45,6 +45,9 @@ class Group:
         #: How many members draw from a key other than their name (without any, the keys
         #: are distinct).
         self.keyed = 0
+        #: Member -> the schedule its placed schedules are made from: the first given of those
+        #: alike to its own (``Balancer.take``), so that placing a member asks nothing of its own.
+        self.templates: dict[str, hashcron] = {}
         #: Member -> its slot (``expr.balance.offsets_at``), as last placed: members that left
         #: are kept until the group is placed again.
         self.slot_of: dict[str, int] = {}
@@ -57,6 +60,7 @@ class Group:
     def leave(self, name: str) -> None:
         """Take member ``name`` out (it keeps its slot until the group is placed again)."""
         self.keyed -= self.keys.pop(name) != name
+        del self.templates[name]
 
     def offsets_of(self, slots: list[int]) -> list[tuple[int, ...]]:
         """The offsets of each of ``slots``: one tuple per slot, however many members hold it."""
@@ -68,9 +72,9 @@ class Group:
             table = {slot: offsets_at(slot, self.sizes) for slot in set(slots)}
         return list(map(table.__getitem__, slots))
 
-    def replace(self, fresh: set[str]) -> tuple[list[str], list[tuple[int, ...]]]:
+    def replace(self, fresh: set[str]) -> tuple[list[str], list[int]]:
         """Place the members afresh; those that moved, came, or are in ``fresh`` (given a new
-        definition), and their offsets, in the order they joined."""
+        definition), and their slots, in the order they joined."""
         names = list(self.keys)
         if self.keyed:  # members that share a key share its slot
             keys = list(self.keys.values())
@@ -87,7 +91,7 @@ class Group:
                 if before.get(name) != slot or name in fresh
             ]
             names, slots = [names[at] for at in moved], [slots[at] for at in moved]
-        return names, self.offsets_of(slots)
+        return names, slots
 
 
 class Placed(NamedTuple):
@@ -133,6 +137,8 @@ class Balancer:
         group_of, kept, parents = self.group_of, self.definitions, self.parents
         #: (expression, zone, day rule, balanced, parent) -> the group, or None: found once.
         kinds: dict[tuple[Any, ...], Group | None] = {}
+        #: What else a placed schedule keeps of its member's -> the first schedule given so.
+        alike: dict[tuple[Any, ...], hashcron] = {}
         for name, definition in definitions.items():
             if name in group_of:
                 touched.add(self._forget(name))
@@ -152,6 +158,8 @@ class Balancer:
                 group = kinds[kind] = self._group(*kind)
                 if group is None:
                     continue
+            template = (kind, type(given), given.key, given.zone, given.exclude, given.on_excluded)
+            group.templates[name] = alike.setdefault(template, given)
             if given.key is None:
                 group.keys[name] = name
             else:
@@ -218,26 +226,36 @@ class Balancer:
     def _assign(self, groups: set[Group], fresh: set[str], given: Mapping[str, Any]) -> Placed:
         """Place the ``groups`` afresh: the schedules of the members that moved or came, and
         of the ``fresh`` ones; the definitions of those moved that are not ``given``."""
-        definitions, schedules = self.definitions, self._schedules
+        definitions = self.definitions
         placed = Placed({}, {})
         placed_schedules, moved = placed
         for group in groups:
             if not group.keys:
                 del self._groups[group.identity]
                 continue
-            names, values = group.replace(fresh)
-            for name, offsets in zip(names, values, strict=True):
-                definition = definitions[name]
-                schedule = definition["schedule"]
-                identity = (*schedule._identity(), offsets)
-                found = schedules.get(identity)
-                if found is None:
-                    found = schedules[identity] = schedule.placed(offsets)
-                placed_schedules[name] = found
-                if name not in given:
-                    moved[name] = definition
+            names, slots = group.replace(fresh)
+            # A member's placed schedule is its template's at its slot: made once per distinct
+            # pair, then handed out by C-level maps (a million members at start).
+            templates = list(map(group.templates.__getitem__, names))
+            by_id = dict(zip(map(id, templates), templates, strict=True))
+            pairs = list(zip(map(id, templates), slots, strict=True))
+            made = {
+                pair: self._placed(by_id[pair[0]], group, pair[1]) for pair in dict.fromkeys(pairs)
+            }
+            placed_schedules.update(zip(names, map(made.__getitem__, pairs), strict=True))
+            moved.update([(name, definitions[name]) for name in names if name not in given])
         self.version += bool(placed_schedules)
         return placed
+
+    def _placed(self, template: hashcron, group: Group, slot: int) -> hashcron:
+        """``template`` at ``slot`` of ``group``: one object per schedule and offsets, kept, so
+        that a member placed again at its slot keeps the schedule it had."""
+        offsets = offsets_at(slot, group.sizes)
+        identity = (*template._identity(), offsets)
+        found = self._schedules.get(identity)
+        if found is None:
+            found = self._schedules[identity] = template.placed(offsets)
+        return found
 
 
 def read_stored(text: str | None) -> dict[str, tuple[int, ...]]:
