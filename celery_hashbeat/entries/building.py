@@ -251,7 +251,7 @@ def first_slot(source: Slots, now: int) -> None:
     reason than having ended or being too slow (a database it reads is not up yet) is kept:
     the scheduler asks it again every ``beat_max_loop_interval``, as Celery's own does. A
     one-shot whose instant has passed is kept too: its fence says whether it ran (§21)."""
-    if isinstance(source, OnceSlots):
+    if type(source) is OnceSlots:  # not isinstance: Slots is an ABC, and this is per entry
         return
     try:
         source.next_after(now)
