@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Hashable, Iterable, Mapping
+from itertools import repeat
 from typing import Any, NamedTuple
 
 from celery_hashbeat.entries.building import as_definition
@@ -32,7 +33,18 @@ from celery_hashbeat.schedules import hashcron
 class Group:
     """Balanced entries that compete for the same slots, and the slot each of them holds."""
 
-    __slots__ = ("identity", "keyed", "keys", "sizes", "slot_of", "terms", "tight")
+    __slots__ = (
+        "alike",
+        "identity",
+        "keyed",
+        "keys",
+        "sizes",
+        "slot_of",
+        "template",
+        "templates",
+        "terms",
+        "tight",
+    )
 
     def __init__(self, identity: Hashable, terms: tuple[Term, ...], tight: bool) -> None:
         self.identity = identity
@@ -45,6 +57,13 @@ class Group:
         #: How many members draw from a key other than their name (without any, the keys
         #: are distinct).
         self.keyed = 0
+        #: The schedule the members' placed schedules are made from (the first given), and what
+        #: makes another alike to it (``alike``): placing a member asks nothing of its own.
+        self.template: hashcron | None = None
+        self.alike: tuple[Any, ...] = ()
+        #: Member -> the schedule its placed schedules are made from, for the few members whose
+        #: schedules are not alike to ``template`` (a key of its own, another spelling).
+        self.templates: dict[str, hashcron] = {}
         #: Member -> its slot (``expr.balance.offsets_at``), as last placed: members that left
         #: are kept until the group is placed again.
         self.slot_of: dict[str, int] = {}
@@ -57,6 +76,7 @@ class Group:
     def leave(self, name: str) -> None:
         """Take member ``name`` out (it keeps its slot until the group is placed again)."""
         self.keyed -= self.keys.pop(name) != name
+        self.templates.pop(name, None)
 
     def offsets_of(self, slots: list[int]) -> list[tuple[int, ...]]:
         """The offsets of each of ``slots``: one tuple per slot, however many members hold it."""
@@ -68,9 +88,9 @@ class Group:
             table = {slot: offsets_at(slot, self.sizes) for slot in set(slots)}
         return list(map(table.__getitem__, slots))
 
-    def replace(self, fresh: set[str]) -> tuple[list[str], list[tuple[int, ...]]]:
+    def replace(self, fresh: set[str]) -> tuple[list[str], list[int]]:
         """Place the members afresh; those that moved, came, or are in ``fresh`` (given a new
-        definition), and their offsets, in the order they joined."""
+        definition), and their slots, in the order they joined."""
         names = list(self.keys)
         if self.keyed:  # members that share a key share its slot
             keys = list(self.keys.values())
@@ -87,7 +107,7 @@ class Group:
                 if before.get(name) != slot or name in fresh
             ]
             names, slots = [names[at] for at in moved], [slots[at] for at in moved]
-        return names, self.offsets_of(slots)
+        return names, slots
 
 
 class Placed(NamedTuple):
@@ -131,10 +151,13 @@ class Balancer:
         touched: set[Group] = set()
         fresh: set[str] = set()
         group_of, kept, parents = self.group_of, self.definitions, self.parents
-        #: (expression, zone, day rule, balanced, parent) -> the group, or None: found once.
-        kinds: dict[tuple[Any, ...], Group | None] = {}
+        #: What a placed schedule keeps of its member's, and the parent -> the group and the
+        #: member's template (None: the group's own), or None: found once per kind.
+        kinds: dict[tuple[Any, ...], tuple[Group, hashcron | None] | None] = {}
+        #: Whether any entry is balanced yet: at start none is, and none need be looked up.
+        rebuilding = bool(group_of)
         for name, definition in definitions.items():
-            if name in group_of:
+            if rebuilding and name in group_of:
                 touched.add(self._forget(name))
                 fresh.add(name)
             mapping = definition if type(definition) is dict else as_definition(definition)
@@ -143,23 +166,30 @@ class Balancer:
             given = mapping.get("schedule")
             if not isinstance(given, hashcron) or not isinstance(given.expr, str):
                 continue  # building the entry reports a bad expression, by name
-            zone = None if given.zone is None else str(given.zone)
-            kind = (given.expr, zone, given.day_and, given.balanced, parents.get(name))
-            group = kinds.get(kind)
-            if group is None:
+            parent = parents.get(name)
+            alike = alike_of(given)
+            kind = (alike, parent)
+            try:
+                found = kinds.get(kind)
+            except TypeError:  # an unhashable key, zone or exclude: building the entry says so
+                continue
+            if found is None:
                 if kind in kinds:
                     continue
-                group = kinds[kind] = self._group(*kind)
-                if group is None:
+                found = kinds[kind] = self._kind(given, alike, parent)
+                if found is None:
                     continue
+            group, template = found
+            if template is not None:
+                group.templates[name] = template
             if given.key is None:
                 group.keys[name] = name
             else:
                 group.join(name, given.key)
             group_of[name] = group
             kept[name] = mapping
-        touched.update(group for group in kinds.values() if group is not None)
-        return self._assign(touched, fresh, definitions)
+        touched.update(found[0] for found in kinds.values() if found is not None)
+        return self._assign(touched, fresh, definitions if rebuilding else None)
 
     def drop(self, names: Iterable[str]) -> Placed:
         """Forget entries that left the schedule; the schedules and definitions of those whose
@@ -182,6 +212,20 @@ class Balancer:
             for group in self._groups.values()
         ]
         return json.dumps({"groups": groups}, separators=(",", ":"))
+
+    def _kind(
+        self, given: hashcron, alike: tuple[Any, ...], parent: str | None
+    ) -> tuple[Group, hashcron | None] | None:
+        """The group of the balanced entries whose schedules are ``alike`` to ``given`` (copies
+        of ``parent``, if given), and their template: None for the group's own; None when they
+        are not balanced."""
+        zone = None if given.zone is None else str(given.zone)
+        group = self._group(given.expr, zone, given.day_and, given.balanced, parent)
+        if group is None:
+            return None
+        if group.template is None:
+            group.template, group.alike = given, alike
+        return group, None if alike == group.alike else given
 
     def _group(
         self,
@@ -215,29 +259,60 @@ class Balancer:
         self.version += 1
         return group
 
-    def _assign(self, groups: set[Group], fresh: set[str], given: Mapping[str, Any]) -> Placed:
+    def _assign(
+        self, groups: set[Group], fresh: set[str], given: Mapping[str, Any] | None
+    ) -> Placed:
         """Place the ``groups`` afresh: the schedules of the members that moved or came, and
-        of the ``fresh`` ones; the definitions of those moved that are not ``given``."""
-        definitions, schedules = self.definitions, self._schedules
+        of the ``fresh`` ones; the definitions of those moved that are not ``given`` (None:
+        every member was, as at start)."""
+        definitions = self.definitions
         placed = Placed({}, {})
         placed_schedules, moved = placed
         for group in groups:
             if not group.keys:
                 del self._groups[group.identity]
                 continue
-            names, values = group.replace(fresh)
-            for name, offsets in zip(names, values, strict=True):
-                definition = definitions[name]
-                schedule = definition["schedule"]
-                identity = (*schedule._identity(), offsets)
-                found = schedules.get(identity)
-                if found is None:
-                    found = schedules[identity] = schedule.placed(offsets)
-                placed_schedules[name] = found
-                if name not in given:
-                    moved[name] = definition
+            names, slots = group.replace(fresh)
+            # A member's placed schedule is its template's at its slot: made once per distinct
+            # pair, then handed out by C-level maps (a million members at start).
+            own = group.template
+            assert own is not None  # set with the first member
+            templates = list(map(group.templates.get, names, repeat(own)))
+            by_id = dict(zip(map(id, templates), templates, strict=True))
+            pairs = list(zip(map(id, templates), slots, strict=True))
+            made = {
+                pair: self._placed(by_id[pair[0]], group, pair[1]) for pair in dict.fromkeys(pairs)
+            }
+            placed_schedules.update(zip(names, map(made.__getitem__, pairs), strict=True))
+            if given is not None:
+                moved.update([(name, definitions[name]) for name in names if name not in given])
         self.version += bool(placed_schedules)
         return placed
+
+    def _placed(self, template: hashcron, group: Group, slot: int) -> hashcron:
+        """``template`` at ``slot`` of ``group``: one object per schedule and offsets, kept, so
+        that a member placed again at its slot keeps the schedule it had."""
+        offsets = offsets_at(slot, group.sizes)
+        identity = (*template._identity(), offsets)
+        found = self._schedules.get(identity)
+        if found is None:
+            found = self._schedules[identity] = template.placed(offsets)
+        return found
+
+
+def alike_of(given: hashcron) -> tuple[Any, ...]:
+    """What makes two schedules place alike: what a placed schedule keeps of its member's
+    (``hashcron._identity`` but the offsets), and its kind."""
+    return (
+        type(given),
+        given.expr,
+        given.zone,
+        given.day_and,
+        given.balanced,
+        given.key,
+        given.exclude,
+        given.on_excluded,
+    )
 
 
 def read_stored(text: str | None) -> dict[str, tuple[int, ...]]:

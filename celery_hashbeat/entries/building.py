@@ -56,6 +56,10 @@ KNOWN_KEYS = frozenset(
     }
 )
 
+#: The keys of nearly every definition: with no others, an entry takes the settings' policy and
+#: has no bounds, exclusions or promises of its own to check (a million entries at start).
+PLAIN_KEYS = frozenset({"task", "schedule", "args", "kwargs", "options", "relative"})
+
 #: The keys that bound an entry's slots (docs/design.md §13).
 BOUNDS = frozenset({"start", "end", "max_runs"})
 
@@ -125,14 +129,13 @@ def build_entry(
     """An Entry from a beat_schedule value (a dict, or a ScheduleEntry), checked by computing its
     first slot, so a definition that cannot run fails here, naming the entry. ``placed`` is the
     balancer's schedule for it (docs/design.md §16), in place of the definition's."""
-    raw, definition = definition, as_definition(definition)
+    raw = definition
+    definition = raw if type(raw) is dict else as_definition(raw)
     if definition is None:
         raise EntryError(f"entry {name!r}: expected a dict, not {type(raw).__name__}")
-    if not definition.keys() <= KNOWN_KEYS:
-        unknown = sorted(set(definition) - KNOWN_KEYS)
-        raise EntryError(f"entry {name!r}: unknown keys {unknown}; known: {sorted(KNOWN_KEYS)}")
-    if "workers" in definition:
-        raise EntryError(f"entry {name!r}: 'workers' is fanned out before an entry is built")
+    plain = definition.keys() <= PLAIN_KEYS
+    if not plain:
+        check_keys(name, definition)
     task = definition.get("task")
     if not isinstance(task, str) or not task:
         raise EntryError(f"entry {name!r}: 'task' must be a task name, not {task!r}")
@@ -145,7 +148,7 @@ def build_entry(
     given = definition.get("schedule") if placed is None else placed
     try:
         fingerprint = shared.fingerprint(given, relative)
-        if POLICY.isdisjoint(definition):  # most entries: the settings' policy, checked there
+        if plain or POLICY.isdisjoint(definition):  # the settings' policy, checked there
             mode, overlap = settings.catch_up, settings.overlap
         else:
             mode = catch_up_mode(definition.get("catch_up", settings.catch_up), "catch_up")
@@ -153,23 +156,24 @@ def build_entry(
         check_overlap(overlap, mode)
         window = (
             catch_up_window(definition["catch_up_window"], "catch_up_window")
-            if "catch_up_window" in definition
+            if not plain and "catch_up_window" in definition
             else default_window(given, settings)
         )
         source = shared.source(name, given, relative)
-        calendar = calendar_of(definition, given)
+        excludes = not plain or bool(getattr(given, "exclude", ()))
+        calendar = calendar_of(definition, given) if excludes else None
         if calendar is not None:
             source = shared.excluding(source, calendar[0], zone_of(given, shared), calendar[1])
             fingerprint = excluding_fingerprint(fingerprint, source.calendar.identity, calendar[1])
         max_runs = None
-        if not BOUNDS.isdisjoint(definition):
+        if not (plain or BOUNDS.isdisjoint(definition)):
             start = bound_ms(definition.get("start"), "start")
             end = bound_ms(definition.get("end"), "end")
             max_runs = check_bounds(start, end, definition.get("max_runs"))
             if start is not None or end is not None:
                 source = BoundedSlots(source, start, end)
         first_slot(source, now)
-        promises = promises_of(name, definition)
+        promises = None if plain else promises_of(name, definition)
     except EntryError:
         raise
     except Exception as exc:
@@ -194,6 +198,15 @@ def build_entry(
     entry.max_runs = max_runs
     entry.promises = promises
     return entry
+
+
+def check_keys(name: str, definition: Mapping[str, Any]) -> None:
+    """Refuse keys that are not known, and ``workers`` (fanned out before a build)."""
+    if not definition.keys() <= KNOWN_KEYS:
+        unknown = sorted(set(definition) - KNOWN_KEYS)
+        raise EntryError(f"entry {name!r}: unknown keys {unknown}; known: {sorted(KNOWN_KEYS)}")
+    if "workers" in definition:
+        raise EntryError(f"entry {name!r}: 'workers' is fanned out before an entry is built")
 
 
 def calendar_of(definition: Mapping[str, Any], given: Any) -> tuple[tuple[str, ...], str] | None:
@@ -251,7 +264,7 @@ def first_slot(source: Slots, now: int) -> None:
     reason than having ended or being too slow (a database it reads is not up yet) is kept:
     the scheduler asks it again every ``beat_max_loop_interval``, as Celery's own does. A
     one-shot whose instant has passed is kept too: its fence says whether it ran (§21)."""
-    if isinstance(source, OnceSlots):
+    if type(source) is OnceSlots:  # not isinstance: Slots is an ABC, and this is per entry
         return
     try:
         source.next_after(now)

@@ -320,6 +320,10 @@ class Catalog:
         ``placed`` for them; those that cannot run are refused and taken out."""
         now = self._now()
         failed = []
+        entries = self.entries
+        #: Whether any entry was built yet: at start none was, and none need be looked up (the
+        #: names given are distinct).
+        rebuilding = bool(entries)
         for name, definition in definitions:
             try:
                 entry = build_entry(
@@ -333,7 +337,7 @@ class Catalog:
             source = entry.source
             if type(source) is OnceSlots and source.instant <= now and name in self.configured:
                 self.passed_once.add(name)
-            current = self.entries.get(name)
+            current = entries.get(name) if rebuilding else None
             if current is not None:
                 if current.same_as(entry):
                     current.hold_schedule_of(entry)
@@ -341,7 +345,7 @@ class Catalog:
                 current.active = False
                 # A changed entry is the same entry: its runs so far still count.
                 entry.last_slot, entry.total_run_count = current.last_slot, current.total_run_count
-            self.entries[name] = entry
+            entries[name] = entry
             self._added(entry, now)
         if failed:
             self.deactivate(failed)

@@ -276,7 +276,7 @@ class Entry(ScheduleEntry):
         """Pick the entry up as a new leader: catch up from the last slot enqueued, or, for one
         never enqueued, wait for its next slot after now (a new entry never fires on start)."""
         self.pending = None
-        if isinstance(self.source, OnceSlots):
+        if type(self.source) is OnceSlots:
             fence = self.source.counts_from(fence)
         if fence is None:
             self.slot = self.source.next_after(now)

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from itertools import repeat
+from operator import contains
 from typing import Any
 
 from celery.utils.nodenames import worker_direct
@@ -76,6 +78,15 @@ def fan_out(
     }
 
 
+def _none_fanned(schedule: Mapping[str, Any]) -> bool:
+    """Whether every definition is a dict without ``workers``: asked by C-level maps, with no
+    Python step per definition."""
+    definitions = schedule.values()
+    return set(map(type, definitions)) <= {dict} and not any(
+        map(contains, definitions, repeat("workers"))
+    )
+
+
 @dataclass
 class Expansion:
     """What a change to the schedule or to the live workers means for the entries."""
@@ -105,6 +116,9 @@ class FanOut:
     def expand(self, schedule: Mapping[str, Any]) -> Expansion:
         """Take in a beat_schedule mapping (all of it, or entries added to it)."""
         result = Expansion()
+        if not self.subs and _none_fanned(schedule):  # a million plain entries at start
+            result.plain.update(schedule)
+            return result
         for name, definition in schedule.items():
             before = self.subs.get(name)
             self._take(name, definition, result)

@@ -12,6 +12,7 @@ import hashlib
 from collections.abc import Hashable, Mapping
 from datetime import timedelta, tzinfo
 from functools import cached_property
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, cast
 
 from celery.schedules import BaseSchedule, crontab, schedule, solar
@@ -44,6 +45,9 @@ class SharedSlots:
         #: The last schedule whose identity was derived, and the identity: building an entry
         #: asks twice (its slots and its fingerprint), a million entries at start.
         self._derived: tuple[Any, Hashable | None] = (None, None)
+        #: Placed hashcron schedules (expression, offsets, day rule, zone as given) -> their
+        #: slots: the name does not enter a placed schedule's values.
+        self._placed: dict[tuple[Any, ...], Slots] = {}
         self._calendars: dict[tuple[str, ...], Calendar] = {}
         #: Calendar-wrapped sources by (the inner source's id, specs, zone, mode); each holds its
         #: inner source, which the shared table keeps alive, so an id is never reused here.
@@ -94,12 +98,14 @@ class SharedSlots:
         if type(given) is at:  # before the checks of kind, which are slow: one-shots are many
             return OnceSlots(given.instant_ms)
         if isinstance(given, hashcron):
-            resolved = given.identity(name, self.zone_name)
-            if resolved is None:
-                given.compile(name, self.zone)  # raises what is wrong
-            found = self._shared.get(resolved)  # the one kind keyed by (text, day rule, zone)
+            if given.offsets is None or type(given.expr) is not str:
+                return self._cron(name, given)
+            # Placed by the balancer: its values are the offsets, whatever the name, so a
+            # million balanced entries resolve their few placed schedules once each.
+            placed = (given.expr, given.offsets, given.day_and, given.zone)
+            found = self._placed.get(placed)
             if found is None:
-                found = self._shared[resolved] = CronSlots(given.compile(name, self.zone))
+                found = self._placed[placed] = self._cron(name, given)
             return found
         if isinstance(given, hashinterval):
             return given.interval_slots(name)
@@ -126,6 +132,17 @@ class SharedSlots:
             f"entry {name!r}: unknown schedule type {type(given).__name__}: use hashcron, "
             f"hashinterval, crontab, solar, a celery.schedules.schedule, a timedelta or seconds"
         )
+
+    def _cron(self, name: str, given: hashcron) -> Slots:
+        """The slots of a hashcron keyed by ``name`` (unless it has a key or offsets of its own),
+        shared by the entries whose resolved expressions, day rules and zones agree."""
+        resolved = given.identity(name, self.zone_name)
+        if resolved is None:
+            given.compile(name, self.zone)  # raises what is wrong
+        found = self._shared.get(resolved)  # the one kind keyed by (text, day rule, zone)
+        if found is None:
+            found = self._shared[resolved] = CronSlots(given.compile(name, self.zone))
+        return found
 
     def calendar(self, specs: tuple[str, ...]) -> Calendar:
         """The calendar of an exclude list, parsed once for every entry that gives it."""
@@ -190,10 +207,11 @@ def _digest(text: str) -> str:
 
 def schedule_digest(entries: Mapping[str, Entry]) -> str:
     """What a beat runs (entries by name), in a few characters: the same for beats of one
-    configuration."""
-    return _digest(
-        "".join([f"{name}\x1f{entries[name].fingerprint}\x1e" for name in sorted(entries)])
-    )
+    configuration: each name, 0x1f, its fingerprint, 0x1e, by name. The pairs are read in the
+    order the entries were made and then sorted (names differ: fingerprints are never compared),
+    not looked up by sorted name: a million entries at start, each lookup a miss of the cache."""
+    pairs = sorted(zip(entries, map(attrgetter("fingerprint"), entries.values()), strict=True))
+    return _digest("".join(["\x1e".join(map("\x1f".join, pairs)), "\x1e" if pairs else ""]))
 
 
 def derived_identity(schedule_: BaseSchedule) -> Hashable | None:

@@ -1,8 +1,10 @@
 """A template and a key to plain values: the hash draws of docs/design.md §3, made per key.
 
 A Resolver is made once per expression text and does everything that does not depend on the key
-up front, so resolving a key is its hash draws and a lookup. Results are interned by their
-resolved text: a hundred thousand keys of ``H * * * *`` share sixty resolved expressions.
+up front, so resolving a key is its hash draws and a lookup. Results are interned by the hash
+terms' offsets (each value counted from its term's low end), found before any text is made: a
+million keys of ``H * * * *`` share sixty resolved expressions, and the balancer's placed
+schedules, which give the offsets, find the same ones.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ class Resolver:
 
     __slots__ = (
         "_day_fields",
+        "_draws",
         "_fixed_time",
         "_hashed",
         "_interned",
@@ -59,7 +62,7 @@ class Resolver:
         minute, hour = by_field[Field.MINUTE], by_field[Field.HOUR]
         self._fixed_time = not self._six and minute.written[0] != "*" and hour.written[0] != "*"
         self._day_fields = (by_field[Field.DAY_OF_MONTH], by_field[Field.DAY_OF_WEEK])
-        self._interned: dict[tuple[str, bool], Parsed] = {}
+        self._interned: dict[tuple[tuple[int, ...], bool], Parsed] = {}
         self._needs_key = template.first_hash is not None
         #: Each field's text with no key (what a field without hash terms always is), and the
         #: fields with hash terms, each term with what follows the key in its draws: a key
@@ -70,42 +73,44 @@ class Resolver:
             for i, written in enumerate(template.fields)
             if written.hashes
         ]
+        #: Each hash term, left to right: what follows the key in its draw, and how many values
+        #: (or starts, for a stepped term) it draws among.
+        self._draws = [
+            (suffix, term.step or term.high - term.low + 1)
+            for _, _, terms in self._hashed
+            for term, suffix in terms
+        ]
 
     def resolve(
         self, key: Key | None, day_and: bool, offsets: tuple[int, ...] | None = None
     ) -> Parsed:
         """Draw the hash terms for ``key``, or take them from ``offsets`` (one per hash term,
         left to right, each counted from the term's low end: the balancer's choice); raises
-        CronSyntaxError if a key is needed and missing. The resolved text is looked up before
-        any value set is made: at a million keys, most texts were seen before."""
-        if key is None and offsets is None:
-            if self._needs_key:
-                _missing_key(self.template)
-            return self._interned_or_built(self._plain, [], day_and)
-        given = None if offsets is None else iter(offsets)
-        material = key_bytes(cast(Key, key)) if given is None else b""
-        texts = self._plain.copy()
-        chosen = []
-        for i, written, terms in self._hashed:
-            values = [
-                _draw(term, material + suffix) if given is None else _place(term, next(given))
-                for term, suffix in terms
-            ]
-            texts[i] = _field_text(written.parts, values)
-            chosen.append(values)
-        return self._interned_or_built(texts, chosen, day_and)
-
-    def _interned_or_built(
-        self, texts: list[str], drawn: list[list[range]], day_and: bool
-    ) -> Parsed:
-        text = " ".join(texts)
-        found = self._interned.get((text, day_and))
+        CronSyntaxError if a key is needed and missing. A key's draws are its offsets, looked up
+        before any text or value set is made: at a million keys, most were seen before."""
+        if offsets is None:
+            if key is None:
+                if self._needs_key:
+                    _missing_key(self.template)
+                offsets = ()
+            else:
+                material = key_bytes(key)
+                offsets = tuple([drawn(material + suffix) % count for suffix, count in self._draws])
+        found = self._interned.get((offsets, day_and))
         if found is None:
-            values = [written.values for written in self.template.fields]
-            for (i, written, _), terms in zip(self._hashed, drawn, strict=True):
-                values[i] = written.values.union(*terms)
-            found = self._interned[text, day_and] = self._build(values, text, day_and)
+            found = self._interned[offsets, day_and] = self._placed(offsets, day_and)
         return found
+
+    def _placed(self, offsets: tuple[int, ...], day_and: bool) -> Parsed:
+        """The expression with its hash terms at ``offsets``."""
+        given = iter(offsets)
+        texts = self._plain.copy()
+        values = [written.values for written in self.template.fields]
+        for i, written, terms in self._hashed:
+            chosen = [_place(term, next(given)) for term, _ in terms]
+            texts[i] = _field_text(written.parts, chosen)
+            values[i] = written.values.union(*chosen)
+        return self._build(values, " ".join(texts), day_and)
 
     def _build(self, chosen: list[frozenset[int]], text: str, day_and: bool) -> Parsed:
         values = dict(zip((written.field for written in self.template.fields), chosen, strict=True))
@@ -145,16 +150,6 @@ def _field_text(parts: tuple[str | HashTerm, ...], terms: list[range]) -> str:
     return ",".join(
         _render(next(drawn), part.step) if isinstance(part, HashTerm) else part for part in parts
     )
-
-
-def _draw(term: HashTerm, material: bytes) -> range:
-    """docs/design.md §3: ``H`` and ``H(a-b)`` draw a value, ``H/n`` and ``H(a-b)/n`` a start
-    (``material``: the key's bytes, then the term's)."""
-    if term.step:
-        first = term.low + drawn(material) % term.step
-        return range(first, term.high + 1, term.step)
-    value = term.low + drawn(material) % (term.high - term.low + 1)
-    return range(value, value + 1)
 
 
 def _seed(written: FieldTemplate, term: HashTerm) -> bytes:
