@@ -142,6 +142,7 @@ class Scheduler(beat.Scheduler):
             publisher=publisher,
             parking=parking,
             now_ms=self.now_ms,
+            clock_s=lambda: self.clock(),  # noqa: PLW0108 - the clock a test may replace
             retry_ms=lambda: int(self.max_wait * 1000),
             maintain=lambda: self.leadership.maintain(),  # noqa: PLW0108
         )

@@ -59,6 +59,7 @@ class Dispatcher:
         publisher: Publisher,
         parking: Parking,
         now_ms: Callable[[], int],
+        clock_s: Callable[[], float],
         retry_ms: Callable[[], int],
         maintain: Callable[[], None],
     ) -> None:
@@ -89,7 +90,7 @@ class Dispatcher:
         self._published: dict[str, tuple[str, int]] = {}
         self.overlaps = Overlaps(self._skipped)
         #: When to wake for a slot, its messages made ahead, and the wait for its instant.
-        self.instants = Instants(self.queue, publisher, watch, calls, now_ms)
+        self.instants = Instants(self.queue, publisher, watch, calls, now_ms, clock_s)
 
     def reset(self, fences: Mapping[str, Fence], now: int) -> None:
         """As a new leader (which handed over what it owed first): plan every entry from its

@@ -53,12 +53,15 @@ class Instants:
         watch: Watch,
         calls: StoreCalls,
         now_ms: Callable[[], int],
+        clock_s: Callable[[], float],
     ) -> None:
         self._queue = queue
         self._publisher = publisher
         self._watch = watch
         self._calls = calls
         self._now_ms = now_ms
+        #: The beat's clock (epoch seconds), which ``now_ms`` reads in whole milliseconds.
+        self._clock_s = clock_s
         #: Keeps the collector's full passes off the plans made as entries are first sent.
         self._freezer = Freezer()
 
@@ -78,17 +81,20 @@ class Instants:
 
     def reached(self, instant_ms: int) -> bool:
         """Wait until the beat's clock reads ``instant_ms``; False if it does not within the
-        lead and a little more (it stepped back or stands still)."""
-        now_ms = self._now_ms
-        now = now_ms()
-        if now >= instant_ms:
+        lead and a little more (it stepped back or stands still). The wait is measured on the
+        clock itself, not in whole milliseconds: those would make it look up to a millisecond
+        longer than it is, and the sleep end past the instant."""
+        clock_s = self._clock_s
+        instant_s = instant_ms / 1000
+        left_s = instant_s - clock_s()
+        if left_s <= 0:
             return True
-        give_up_at = time.monotonic() + (instant_ms - now) / 1000 + WAIT_SLACK_S
+        give_up_at = time.monotonic() + left_s + WAIT_SLACK_S
         # Asleep until SPIN_MS before the instant, then busy: a sleep ends late by the system's
         # wake-up delay, and a busy wait for longer costs the beat's other threads their share
         # of a loaded machine's processors just as they claim and send.
-        time.sleep(max(0.0, (instant_ms - now - SPIN_MS) / 1000))
-        while now_ms() < instant_ms:
+        time.sleep(max(0.0, left_s - SPIN_MS / 1000))
+        while clock_s() < instant_s:
             if time.monotonic() > give_up_at:
                 return False
         return True

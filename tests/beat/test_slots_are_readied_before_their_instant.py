@@ -9,6 +9,7 @@ from typing import Any
 from celery import Celery
 
 from celery_hashbeat import Scheduler, hashinterval
+from celery_hashbeat.beat import instants
 from celery_hashbeat.beat.instants import LEAD_MS
 from celery_hashbeat.store import open_store
 from tests.support.beat_fixtures import START, T0, Broker, Clock, Make, iso
@@ -77,3 +78,36 @@ def test_woken_early_the_claim_leaves_at_the_instant(
     assert [headers["hashbeat_slot"] for headers in broker.new()] == [iso(slot)]
     beat.tick()
     assert broker.new() == [] and len(claims) == 1
+
+
+def test_the_wait_for_an_instant_never_sleeps_past_it(
+    app: Celery, broker: Broker, clock: Clock, schedulers: Make, monkeypatch: Any
+) -> None:
+    """The clock reads a fraction of a millisecond short of the instant: whole milliseconds
+    would make the wait look up to a millisecond longer than it is, and the sleep overshoot."""
+    beat, slot = _leading_with_one_entry(app, clock, schedulers)
+    claims = _claims_seen(beat, clock)
+    instant_s = T0 + (slot - START) / 1000
+    slept_until: list[float] = []
+
+    def sleep(seconds: float) -> None:  # the clock moves by exactly what was slept
+        clock.now += seconds
+        slept_until.append(clock.now)
+
+    def moving() -> float:  # and by 0.01 ms a read, as a busy wait sees it
+        clock.now += 0.00001
+        return clock.now
+
+    beat.clock = moving
+    for short_ms in (0.1, 0.4, 1.9, 2.6):
+        clock.now = instant_s - short_ms / 1000
+        with monkeypatch.context() as patched:
+            patched.setattr(instants.time, "sleep", sleep)
+            beat.tick()
+        assert all(until <= instant_s + 1e-9 for until in slept_until), (short_ms, slept_until)
+        assert len(claims) == 1 and claims[0] >= slot - 1e-6  # claimed once, not early
+        assert [headers["hashbeat_slot"] for headers in broker.new()] == [iso(slot)]
+        claims.clear()
+        slept_until.clear()
+        instant_s += 60  # the entry's next slot
+        slot += 60_000
