@@ -54,7 +54,7 @@ def slot_task_id(entry: str, slot: int) -> str:
     "<entry>|<slot>")``, made without the ``UUID`` object (a burst makes thousands)."""
     digest = _NAMESPACED.copy()
     digest.update(f"{entry}|{slot}".encode())
-    return _as_uuid(digest.digest(), 0x50)
+    return _as_uuid(digest.hexdigest(), "5")
 
 
 #: Random bits for ``random_uuid``: seeded by the system, and again in a forked child, so that
@@ -64,20 +64,21 @@ os.register_at_fork(after_in_child=_RANDOM.seed)
 
 
 def random_uuid() -> str:
-    """A random (version 4) UUID's text, as ``str(uuid.uuid4())`` but a third of its cost:
+    """A random (version 4) UUID's text, as ``str(uuid.uuid4())`` but a fraction of its cost:
     kombu's Redis transport gives each message one as its delivery tag, which needs to be
     unique, not secret."""
-    return _as_uuid(_RANDOM.getrandbits(128).to_bytes(16, "big"), 0x40)
+    return _as_uuid(f"{_RANDOM.getrandbits(128):032x}", "4")
 
 
-def _as_uuid(data: bytes, version: int) -> str:
-    """The text of the UUID in ``data``'s first 16 bytes, with RFC 4122's variant and the
-    version (its high nibble of byte 6) set, as ``uuid.UUID(bytes=..., version=...)`` does."""
-    raw = bytearray(data[:16])
-    raw[6] = (raw[6] & 0x0F) | version
-    raw[8] = (raw[8] & 0x3F) | 0x80
-    text = raw.hex()
-    return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
+#: RFC 4122's variant in the high bits of a UUID's 9th byte ("10xx"), by the hex digit there.
+_VARIANT = {digit: "89ab"[int(digit, 16) & 3] for digit in "0123456789abcdef"}
+
+
+def _as_uuid(hex_text: str, version: str) -> str:
+    """The text of the UUID in the first 32 hex digits of ``hex_text``, with the version digit
+    and RFC 4122's variant set, as ``uuid.UUID(bytes=..., version=...)`` does."""
+    h = hex_text
+    return f"{h[:8]}-{h[8:12]}-{version}{h[13:16]}-{_VARIANT[h[16]]}{h[17:20]}-{h[20:32]}"
 
 
 @lru_cache(maxsize=4096)

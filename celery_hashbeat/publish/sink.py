@@ -18,12 +18,15 @@ eagerly or listens to the old ``task_sent`` signal goes through ``apply_async`` 
 from __future__ import annotations
 
 import os
+import threading
 from collections import deque
+from collections.abc import Callable
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from celery import signals
 from celery.app.routes import MapRoute
+from celery.backends.base import Backend
 from celery.utils.nodenames import anon_nodename
 from kombu.serialization import dumps
 
@@ -34,7 +37,7 @@ from celery_hashbeat.publish.transports.producer import ProducerOutput
 from celery_hashbeat.publish.transports.redis import RedisPipeline
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Mapping
 
     from celery import Celery
 
@@ -64,6 +67,16 @@ def unsupported(producer: Any) -> str | None:
 #: Per message: its plan, task id and slot, and its headers and body for after_task_publish (None
 #: and None if it had no receivers when the message was made).
 Unsent = tuple[Plan, str, str, dict[str, Any] | None, Any]
+
+
+class ThreadView(NamedTuple):
+    """What Celery keeps per thread and a message needs: asked once per publishing thread
+    rather than once per message."""
+
+    ident: int
+    reply_to: str  # the app's ``thread_oid``
+    #: The result backend's ``on_task_call``, or None where it does nothing (most backends).
+    on_task_call: Callable[[Any, str], object] | None
 
 
 class Ready(NamedTuple):
@@ -122,11 +135,24 @@ class BulkSink:
         router: Any = app.amqp.router
         #: Routes that answer the same for the same entry: a plan is kept, not made per slot.
         self._fixed_routes = all(isinstance(r, MapRoute) for r in router.routes or ())
+        self._thread: ThreadView | None = None
 
     @cached_property
     def _output(self) -> RedisPipeline | AmqpWrites | ProducerOutput:
         # Asked first after the batch connected, on its thread: it opens the channel.
         return output_for(self.producer)
+
+    def _thread_view(self) -> ThreadView:
+        """The calling thread's ``ThreadView``: a publish may move to a new thread (the last one
+        left behind on a hung broker)."""
+        ident = threading.get_ident()
+        view = self._thread
+        if view is None or view.ident != ident:
+            backend = self.app.backend
+            call = backend.on_task_call
+            idle = getattr(call, "__func__", None) is Backend.on_task_call
+            view = self._thread = ThreadView(ident, self.app.thread_oid, None if idle else call)
+        return view
 
     @property
     def kept(self) -> int:
@@ -167,7 +193,7 @@ class BulkSink:
         ):
             return
         task_id, when = slot_task_id(entry.name, slot), slot_iso(slot)
-        reply_to = self.app.thread_oid
+        reply_to = self._thread_view().reply_to
         self._declare(plan.destination.declare)  # routed now: its queue's bindings must exist
         made, unsent = self._make(entry, plan, task_id, when, reply_to)
         self._ready[entry.name] = Ready(slot, plan, reply_to, made, unsent)
@@ -183,7 +209,8 @@ class BulkSink:
         assert plan is not None
         if plan.stencil is not None or self._output.immediate or plan.expires is not None:
             return False
-        self._make(entry, plan, slot_task_id(entry.name, slot), slot_iso(slot), self.app.thread_oid)
+        reply_to = self._thread_view().reply_to
+        self._make(entry, plan, slot_task_id(entry.name, slot), slot_iso(slot), reply_to)
         return True
 
     def prepare(self, slots: list[tuple[Entry, int]]) -> None:
@@ -213,8 +240,8 @@ class BulkSink:
     def stage(self, entry: Entry, slot: int) -> None:
         plan, self._next = self._next, None
         assert plan is not None, "stage() follows direct() for the same entry"
-        app = self.app
-        reply_to = app.thread_oid
+        thread = self._thread_view()
+        reply_to = thread.reply_to
         ready = self._ready.pop(entry.name, None)
         if ready is not None and (
             ready[:3] != (slot, plan, reply_to)
@@ -226,8 +253,8 @@ class BulkSink:
         else:
             task_id, when = ready.unsent[1:3]
         self._announce(entry, task_id, when)
-        if not plan.ignore_result:
-            app.backend.on_task_call(self.producer, task_id)
+        if not plan.ignore_result and thread.on_task_call is not None:
+            thread.on_task_call(self.producer, task_id)
         self._declare(plan.destination.declare)
         output = self._output
         if isinstance(output, ProducerOutput):

@@ -26,3 +26,10 @@ def test_random_uuids_are_version_4_and_distinct() -> None:
         assert str(parsed) == text
         assert parsed.version == 4
         assert parsed.variant == uuid.RFC_4122
+
+
+def test_slot_task_ids_match_uuid5_whatever_their_variant_digit() -> None:
+    """Enough slots that every hex digit occurs where the variant is set."""
+    ids = {slot: slot_task_id("every-minute", slot) for slot in range(0, 60_000 * 500, 60_000)}
+    assert {text[19] for text in ids.values()} == set("89ab")
+    assert ids == {slot: str(uuid.uuid5(NAMESPACE, f"every-minute|{slot}")) for slot in ids}

@@ -221,8 +221,7 @@ class RedisPipeline:
             return
         with self.producer.channel.conn_or_acquire() as client:
             if not getattr(client, "global_keyprefix", ""):
-                encode = client.connection_pool.get_encoder().encode
-                self._prepared = Packed.of(messages, encode)
+                self._prepared = Packed.of(messages, client.connection_pool.get_encoder())
 
     def flush(self) -> list[BaseException | None]:
         """Send the buffered messages in one pipeline; per message, None if the broker took it,
@@ -243,7 +242,7 @@ class RedisPipeline:
                 pool = client.connection_pool
                 carried = None if prepared is None else prepared.carrying(messages)
                 if prepared is None or carried is None:
-                    prepared = Packed.of(messages, pool.get_encoder().encode)
+                    prepared = Packed.of(messages, pool.get_encoder())
                     carried = prepared.grouped
                 grouped = carried
                 results = _round_trip(pool, prepared.data, len(grouped))
@@ -273,13 +272,17 @@ class Packed:
     data: bytes
 
     @classmethod
-    def of(cls, messages: list[list[Command]], encode: Callable[[Any], bytes]) -> Packed:
+    def of(cls, messages: list[list[Command]], encoder: Any) -> Packed:
+        """``messages`` packed with redis-py's ``encoder`` (a client's), as it would pack them:
+        text in the client's encoding, anything else as the encoder makes it."""
         grouped = _grouped(messages)
         parts: list[bytes] = []
+        encode, encoding, errors = encoder.encode, encoder.encoding, encoder.encoding_errors
         for name, args, _ in grouped:
             parts.append(b"*%d\r\n$%d\r\n%s\r\n" % (len(args) + 1, len(name), name.encode()))
             for arg in args:
-                data = encode(arg)
+                # A message is text: encoded here, one call rather than the encoder's checks.
+                data = arg.encode(encoding, errors) if type(arg) is str else encode(arg)
                 parts.append(b"$%d\r\n%s\r\n" % (len(data), data))
         return cls(list(messages), grouped, b"".join(parts))
 
