@@ -9,10 +9,7 @@ is: 1 is perfectly flat.
 from __future__ import annotations
 
 import shutil
-from collections import Counter
-from collections.abc import Iterable
-from dataclasses import dataclass
-from datetime import date, datetime, time, timedelta, timezone, tzinfo
+from datetime import datetime, timedelta, timezone, tzinfo
 from typing import TYPE_CHECKING, Any, TextIO
 
 import click
@@ -28,30 +25,21 @@ from celery_hashbeat.cli.loading import (
     zone_option,
 )
 from celery_hashbeat.cli.output import SetupError, StoreFailure, echo_json, json_option
-from celery_hashbeat.cli.terms import lowest
-from celery_hashbeat.entries.entry import Entry
-from celery_hashbeat.expr import CronExpr, CronSyntaxError, parse
-from celery_hashbeat.expr.balance import assign, terms_of
-from celery_hashbeat.expr.slots import (
-    CalendarSlots,
-    ChainSlots,
-    CronSlots,
-    IntervalSlots,
-    Slots,
-    to_ms,
+from celery_hashbeat.cli.spread_sources import (
+    app_sources,
+    balanced_expression_sources,
+    expression_sources,
+    pure_sources,
 )
-from celery_hashbeat.schedules import hashcron, hashinterval
+from celery_hashbeat.cli.spread_window import Load, Window, calendar_counts, window_of
+from celery_hashbeat.expr import CronSyntaxError, parse
+from celery_hashbeat.expr.slots import to_ms
 from celery_hashbeat.store import Store
 
 if TYPE_CHECKING:
     from celery import Celery
 
-#: Fires counted at most, over all distinct schedules, before spread gives up: a week of one
-#: entry firing every second is 604,800.
-MAX_FIRES = 5_000_000
 CHART_HEIGHT = 6
-
-Sources = list[tuple[Slots, int]]
 
 TITLES = {
     "hashed": "hashed (as scheduled)",
@@ -65,146 +53,6 @@ PNG_TITLES = {
     "balanced": "hashed, balanced: hashbeat_balance",
     "plain": "plain cron: every hash term at its lowest value",
 }
-
-
-@dataclass(frozen=True)
-class Load:
-    """Enqueues per bucket over the window."""
-
-    counts: list[int]
-
-    @property
-    def total(self) -> int:
-        return sum(self.counts)
-
-    @property
-    def peak(self) -> int:
-        return max(self.counts)
-
-    @property
-    def mean(self) -> float:
-        return self.total / len(self.counts)
-
-    @property
-    def ratio(self) -> float | None:
-        """Peak over mean: 1 is flat, the number of buckets is everything in one."""
-        return self.peak / self.mean if self.total else None
-
-
-@dataclass(frozen=True)
-class Window:
-    start: datetime
-    span: timedelta
-    bucket: timedelta
-
-    @property
-    def bucket_ms(self) -> int:
-        return self.bucket // timedelta(milliseconds=1)
-
-    def count(self, sources: Sources) -> Load:
-        """Every source's fires in the window, each weighted by how many entries share it."""
-        start = to_ms(self.start)
-        end = to_ms(self.start + self.span)
-        counts = [0] * -(-(end - start) // self.bucket_ms)
-        budget = MAX_FIRES
-        for source, weight in sources:
-            slot = source.next_after(start - 1)
-            while slot < end:
-                counts[(slot - start) // self.bucket_ms] += weight
-                budget -= 1
-                if not budget:
-                    raise click.UsageError(
-                        f"more than {MAX_FIRES:,} distinct fires in the window: too many to "
-                        "count; try a day instead of --week"
-                    )
-                slot = source.next_after(slot)
-        return Load(counts)
-
-    def at(self, index: int) -> datetime:
-        """The start of bucket ``index``, in the window's zone."""
-        return datetime.fromtimestamp(
-            self.start.timestamp() + self.bucket.total_seconds() * index, self.start.tzinfo
-        )
-
-
-def calendar_counts(entries: list[Entry], window: Window) -> tuple[int, int]:
-    """How many slots of ``entries`` in the window their calendars leave out, and move."""
-    start, end = to_ms(window.start), to_ms(window.start + window.span)
-    excluded = moved = 0
-    for source, weight in Counter(entry.source for entry in entries).items():
-        if not isinstance(source, CalendarSlots):
-            continue
-        slot = source.inner.next_after(start - 1)
-        while slot < end:
-            fate = source.fate(slot)
-            excluded += weight if fate is None else 0
-            moved += weight if fate is not None and fate != slot else 0
-            slot = source.inner.next_after(slot)
-    return excluded, moved
-
-
-def _grouped(sources: Iterable[Slots | CronExpr]) -> Sources:
-    """Entries that share a slot source, or resolve to the same expression, count once, weighted."""
-    return [
-        (CronSlots(source) if isinstance(source, CronExpr) else source, weight)
-        for source, weight in Counter(sources).items()
-    ]
-
-
-def expression_sources(expression: str, keys: list[str], zone: tzinfo) -> tuple[Sources, Sources]:
-    """Hashed and plain sources for one expression under many keys."""
-    hashed = _grouped(parse(expression, key, tz=zone) for key in keys)
-    plain: Sources = [(CronSlots(parse(lowest(expression), tz=zone)), len(keys))]
-    return hashed, plain
-
-
-def balanced_expression_sources(expression: str, keys: list[str], zone: tzinfo) -> Sources:
-    """One expression under many keys, balanced as one group (docs/design.md §16)."""
-    assigned = assign(keys, terms_of(expression))
-    return _grouped(parse(expression, key, tz=zone, offsets=assigned[key]) for key in keys)
-
-
-def pure_sources(app: Celery, entries: list[Entry]) -> Sources:
-    """Every entry's slots with hash terms as the key's hash alone gives them."""
-    pure: list[Slots | CronExpr] = []
-    for entry in entries:
-        given = entry.schedule
-        if isinstance(given, hashcron) and given.offsets is not None:
-            zone = given.zone if given.zone is not None else app.timezone
-            key = given.key if given.key is not None else entry.name
-            pure.append(parse(given.expr, key, tz=zone, day_and=given.day_and))
-        else:
-            pure.append(entry.source)
-    return _grouped(pure)
-
-
-def app_sources(app: Celery, entries: list[Entry]) -> tuple[Sources, Sources, bool]:
-    """Hashed and plain sources for every entry, and whether any fires within a minute."""
-    hashed: list[Slots] = []
-    plain: list[Slots | CronExpr] = []
-    unhashed: dict[int, IntervalSlots] = {}
-    fine = False
-    for entry in entries:
-        outer, given = entry.source, entry.schedule
-        hashed.append(outer)
-        # A calendar (docs/design.md §20) applies to the plain cron reading too.
-        calendar = outer if isinstance(outer, CalendarSlots) else None
-        source = calendar.inner if calendar is not None else outer
-        if isinstance(given, hashcron):
-            zone = given.zone if given.zone is not None else app.timezone
-            unwrapped: Slots = CronSlots(parse(lowest(given.expr), tz=zone, day_and=given.day_and))
-        elif isinstance(source, IntervalSlots) and isinstance(given, hashinterval):
-            unwrapped = unhashed.setdefault(source.period, IntervalSlots(source.period, 0))
-        else:
-            unwrapped = source
-        if calendar is not None and unwrapped is not source:
-            unwrapped = CalendarSlots(unwrapped, calendar.calendar, calendar.tz, calendar.mode)
-        plain.append(outer if unwrapped is source else unwrapped)
-        if isinstance(source, CronSlots):
-            fine |= source.expr.has_seconds
-        elif isinstance(source, IntervalSlots | ChainSlots):
-            fine |= (source.period if isinstance(source, IntervalSlots) else source.every) < 60_000
-    return _grouped(hashed), _grouped(plain), fine
 
 
 @click.command()
@@ -297,7 +145,7 @@ def spread(
             hashed = pure_sources(app, entries)
         what = f"{len(entries)} entries"
     first = day.date() if day else datetime.now(zone).date()
-    window = _window(first, zone, week, fine)
+    window = window_of(first, zone, week, fine)
     excluded, moved = (0, 0) if expression is not None else calendar_counts(entries, window)
     loads = {"hashed": window.count(hashed), "plain": window.count(plain)}
     if even is not None:
@@ -357,13 +205,6 @@ def planned_entries(app: Celery, balanced: bool) -> tuple[Built, Built | None, s
     if built.planned.roster is None:
         return built, even, "no leader has taken a census of live workers yet"
     return built, even, "no worker answered the leader's census"
-
-
-def _window(first: date, zone: tzinfo, week: bool, fine: bool) -> Window:
-    start = datetime.combine(first, time(), zone)
-    end = datetime.combine(first + timedelta(days=7 if week else 1), time(), zone)
-    span = timedelta(seconds=end.timestamp() - start.timestamp())  # real time: DST days differ
-    return Window(start, span, timedelta(seconds=1 if fine else 60))
 
 
 def _summary(load: Load, window: Window) -> dict[str, Any]:

@@ -19,7 +19,15 @@ from typing import TYPE_CHECKING, Any
 from celery_hashbeat.control import backfill as backfills
 from celery_hashbeat.control.audit import Change, as_data, trail, who_am_i
 from celery_hashbeat.control.audit import record as write_change
-from celery_hashbeat.control.definitions import STORED_KEYS, decode, encode
+from celery_hashbeat.control.definitions import decode
+from celery_hashbeat.control.entry_edits import (
+    check_changes,
+    check_revision,
+    checked_text,
+    conflict,
+    decoded,
+    refuse_configured,
+)
 from celery_hashbeat.control.pause_and_trigger import Pause, Trigger, encode_pause, encode_trigger
 from celery_hashbeat.control.refusals import (
     AdminError,
@@ -27,11 +35,9 @@ from celery_hashbeat.control.refusals import (
     RunInProgressError,
     UnknownEntryError,
     admin_errors,
-    check_name_or_refuse,
     check_text,
     one_shot_or,
 )
-from celery_hashbeat.control.stored_text import DefinitionError
 from celery_hashbeat.control.triggered import Triggered
 from celery_hashbeat.control.views import (
     NEXT_SLOTS,
@@ -45,7 +51,6 @@ from celery_hashbeat.control.views import (
     stored_data,
 )
 from celery_hashbeat.entries.catalog import Catalog
-from celery_hashbeat.entries.errors import EntryError
 from celery_hashbeat.observe.history import Record
 from celery_hashbeat.settings import Settings
 from celery_hashbeat.store import open_store
@@ -125,7 +130,7 @@ class ScheduleAdmin:
         definition keys (catch_up, catch_up_window, overlap, workers, start, end, max_runs,
         exclude, on_excluded). ``at`` (an aware datetime or ISO 8601 text) makes it a one-shot
         in place of ``schedule`` (docs/design.md §21)."""
-        self._not_configured(name, "add")
+        refuse_configured(name, self._configured, "add")
         schedule = one_shot_or(name, schedule, at)
         definition = {
             "task": task,
@@ -135,7 +140,9 @@ class ScheduleAdmin:
             "options": options,
             **more,
         }
-        text = self._checked(name, definition, allow_unregistered_task, revision=1)
+        text = checked_text(
+            self.app, self.settings, self._now_ms, name, definition, allow_unregistered_task, 1
+        )
         if self.store.edit(name, {DEFINITION: text}, require=False) is None:
             raise AdminError(
                 f"entry {name!r} is in the store already: change it with update, or remove it first"
@@ -157,32 +164,30 @@ class ScheduleAdmin:
         definition is replaced only if it is still the one read here (and, with ``revision``,
         still that revision): a concurrent change makes it raise ConflictError, never lose
         one of the two."""
-        self._not_configured(name, "update")
-        unknown = set(changes) - set(STORED_KEYS)
-        if unknown:
-            raise AdminError(f"cannot update {sorted(unknown)}; fields: {', '.join(STORED_KEYS)}")
-        for key in ("task", "schedule"):
-            if key in changes and changes[key] is None:
-                raise AdminError(f"entry {name!r}: {key!r} cannot be removed, only changed")
+        refuse_configured(name, self._configured, "update")
+        check_changes(name, changes)
         stored = self.store.controls_of(name)[0]
         if stored is None:
             raise UnknownEntryError(f"no store entry {name!r}: add it first (`hashbeat entries`)")
-        current, current_revision = self._decoded(name, stored)
-        if revision is not None and (isinstance(revision, bool) or not isinstance(revision, int)):
-            raise AdminError(f"entry {name!r}: revision must be a whole number, not {revision!r}")
-        if revision is not None and revision != current_revision:
-            raise ConflictError(self._conflict(name, f"it is at revision {current_revision}"))
-        text = self._checked(
-            name, {**current, **changes}, allow_unregistered_task, current_revision + 1
+        current, current_revision = decoded(name, stored)
+        check_revision(name, revision, current_revision)
+        text = checked_text(
+            self.app,
+            self.settings,
+            self._now_ms,
+            name,
+            {**current, **changes},
+            allow_unregistered_task,
+            current_revision + 1,
         )
         if self.store.swap_definition(name, stored, text) is None:
-            raise ConflictError(self._conflict(name, "it was changed or removed meanwhile"))
+            raise ConflictError(conflict(name, "it was changed or removed meanwhile"))
         self._audit("update", name, stored_data(name, stored), stored_data(name, text), reason)
 
     @admin_errors
     def remove(self, name: str, reason: str = "") -> None:
         """Remove a store entry (and its pause); its slots stop, its history stays."""
-        self._not_configured(name, "remove")
+        refuse_configured(name, self._configured, "remove")
         before = self.store.controls_of(name)[0]
         if self.store.edit(name, {DEFINITION: None, PAUSE: None}, require=True) is None:
             raise UnknownEntryError(f"no store entry {name!r}: `hashbeat entries` lists them")
@@ -344,29 +349,6 @@ class ScheduleAdmin:
             self._finalized = True
         return dict(self.app.conf.beat_schedule or {})
 
-    def _not_configured(self, name: str, what: str) -> None:
-        check_name_or_refuse(name)
-        if name in self._configured():
-            raise AdminError(
-                f"entry {name!r} is in beat_schedule, so it cannot be changed with {what}: edit "
-                f"the configuration instead (pause, resume and trigger work on it)"
-            )
-
-    def _decoded(self, name: str, stored: str) -> tuple[dict[str, Any], int]:
-        """A stored definition and its revision; one that does not read back is replaced
-        whole by the update, which must then give task and schedule."""
-        try:
-            read = decode(name, stored)
-        except DefinitionError:
-            return {}, 0
-        return read.definition, read.revision
-
-    def _conflict(self, name: str, why: str) -> str:
-        return (
-            f"entry {name!r} was not updated: {why}, by another update since this one read it; "
-            f"nothing was written: read it again (hashbeat show {name}) and repeat the change"
-        )
-
     def _existing(self, name: str) -> Any:
         """The definition of entry ``name``, configured or stored."""
         check_text(name)
@@ -384,20 +366,3 @@ class ScheduleAdmin:
             f"({mask_url(self.settings.store_url)}, prefix {self.settings.key_prefix!r}): "
             f"`hashbeat entries` lists them"
         )
-
-    def _checked(self, name: str, definition: dict[str, Any], any_task: bool, revision: int) -> str:
-        """The definition's stored text, once it is known to build as the beats will."""
-        try:
-            text = encode(name, definition, self._now_ms(), revision)
-            decoded = decode(name, text).definition
-            Catalog.trial(self.app, self.settings, self._now_ms(), name, decoded, written=True)
-        except (DefinitionError, EntryError) as exc:
-            raise AdminError(str(exc)) from None
-        task = definition["task"]
-        if not any_task and task not in self.app.tasks:
-            raise AdminError(
-                f"entry {name!r}: task {task!r} is not registered in app {self.app.main!r}; "
-                f"check its name, or, for a task only the workers import, allow it "
-                f"(allow_unregistered_task=True, or --allow-unregistered-task)"
-            )
-        return text

@@ -21,7 +21,7 @@ from celery_hashbeat.control.pause_and_trigger import decode_trigger
 from celery_hashbeat.control.refusals import AdminError, UnknownEntryError
 from celery_hashbeat.control.stored_text import DefinitionError
 from celery_hashbeat.publish.message import slot_task_id
-from celery_hashbeat.store.redis.scripts import CLAIM_SLOTS_SCRIPT
+from celery_hashbeat.store.redis.scripts.sent import CLAIM_SLOTS_SCRIPT
 from tests.control.fixtures import read
 from tests.support.beat_fixtures import Broker, Clock, Make, run_for
 from tests.support.proxy import FaultProxy

@@ -20,7 +20,8 @@ from celery_hashbeat.store import (
     StoreUnavailable,
     open_store,
 )
-from celery_hashbeat.store.redis.scripts import CLAIM_SCRIPT, RENEW_SCRIPT
+from celery_hashbeat.store.redis.scripts.claims import CLAIM_SCRIPT
+from celery_hashbeat.store.redis.scripts.lease import RENEW_SCRIPT
 from celery_hashbeat.store.values import Fence
 from tests.support.redis_server import RedisProcess, free_port, redis_server_binary
 

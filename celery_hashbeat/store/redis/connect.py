@@ -131,7 +131,7 @@ class Connection:
         return client
 
     def script(self, text: str) -> Script:
-        """A script of store/redis/scripts.py, run by EVALSHA (loaded again if the server lost
+        """A script of store/redis/scripts/, run by EVALSHA (loaded again if the server lost
         it)."""
         return Script(self._encoder, text)
 

@@ -1,6 +1,6 @@
 """The runtime controls (store/controls.py) on Redis, each change one Lua script.
 
-The keys are in store/redis/keys.py, the scripts in store/redis/scripts.py.
+The keys are in store/redis/keys.py, the scripts in store/redis/scripts/.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from celery_hashbeat.store import retention
 from celery_hashbeat.store.controls import DEFINITION, PAUSE, Changes, ControlRecords, check_values
 from celery_hashbeat.store.redis.connect import Connection
 from celery_hashbeat.store.redis.keys import Keys
-from celery_hashbeat.store.redis.scripts import (
+from celery_hashbeat.store.redis.scripts.controls import (
     ASK_TRIGGER_SCRIPT,
     EDIT_CONTROLS_SCRIPT,
     GIVE_BACK_TRIGGERS_SCRIPT,

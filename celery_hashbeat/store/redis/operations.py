@@ -1,5 +1,5 @@
 """The operators' records (store/operations.py) on Redis: the audit trail and the running
-schedules, each write one Lua script (store/redis/scripts.py)."""
+schedules, each write one Lua script (store/redis/scripts/)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,10 @@ from celery_hashbeat.store.operations import (
 )
 from celery_hashbeat.store.redis.connect import Connection
 from celery_hashbeat.store.redis.keys import Keys
-from celery_hashbeat.store.redis.scripts import RECORD_SCHEDULE_SCRIPT, WRITE_AUDIT_SCRIPT
+from celery_hashbeat.store.redis.scripts.operations import (
+    RECORD_SCHEDULE_SCRIPT,
+    WRITE_AUDIT_SCRIPT,
+)
 
 
 class RedisOperatorRecords(OperatorRecords):

@@ -1,5 +1,5 @@
 """The record of sent slots (store/sent.py) on Redis, as backfills read and claim it; the claim
-and give-back scripts of the regular path write it too (store/redis/scripts.py)."""
+and give-back scripts of the regular path write it too (store/redis/scripts/sent.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from celery_hashbeat.store.errors import ReplicasBehind
 from celery_hashbeat.store.options import check_token
 from celery_hashbeat.store.redis.connect import Connection
 from celery_hashbeat.store.redis.keys import Keys
-from celery_hashbeat.store.redis.scripts import (
+from celery_hashbeat.store.redis.scripts.sent import (
     CLAIM_SLOTS_SCRIPT,
     RECORDED_SCRIPT,
     UNCLAIM_SLOTS_SCRIPT,

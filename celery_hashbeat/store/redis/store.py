@@ -1,7 +1,7 @@
 """The HA store: Redis (plain, TLS, Sentinel or Cluster), every multi-step change one Lua script.
 
 Its parts, each in its own module of store/redis/: the key names (keys.py), the scripts with
-what each guarantees (scripts.py), the URL made a connection (connect.py) and redis-py's errors
+what each guarantees (scripts/), the URL made a connection (connect.py) and redis-py's errors
 in the protocol's words (errors.py), the runtime controls (controls.py). This module speaks the
 protocol (store/base.py) over them: the lease, fenced claims, run leases, shared documents,
 history and heartbeats.
@@ -26,22 +26,25 @@ from celery_hashbeat.store.redis.connect import connect
 from celery_hashbeat.store.redis.controls import RedisControlRecords
 from celery_hashbeat.store.redis.keys import Keys
 from celery_hashbeat.store.redis.operations import RedisOperatorRecords
-from celery_hashbeat.store.redis.scripts import (
+from celery_hashbeat.store.redis.scripts.claims import (
     ANCHOR_SCRIPT,
     CLAIM_SCRIPT,
     FORGET_SCRIPT,
     HAND_OVER_SCRIPT,
-    HEARTBEAT_SCRIPT,
-    HOLD_RUN_SCRIPT,
-    RECORD_SCRIPT,
-    RELEASE_RUN_SCRIPT,
-    RELEASE_SCRIPT,
-    RENEW_RUNS_SCRIPT,
-    RENEW_SCRIPT,
-    RETIRE_HISTORY_SCRIPT,
-    SHARE_SCRIPT,
     TAKE_HANDED_SCRIPT,
     UNCLAIM_SCRIPT,
+)
+from celery_hashbeat.store.redis.scripts.history import RECORD_SCRIPT, RETIRE_HISTORY_SCRIPT
+from celery_hashbeat.store.redis.scripts.lease import (
+    HEARTBEAT_SCRIPT,
+    RELEASE_SCRIPT,
+    RENEW_SCRIPT,
+    SHARE_SCRIPT,
+)
+from celery_hashbeat.store.redis.scripts.runs import (
+    HOLD_RUN_SCRIPT,
+    RELEASE_RUN_SCRIPT,
+    RENEW_RUNS_SCRIPT,
 )
 from celery_hashbeat.store.redis.sent import RedisSentRecords
 from celery_hashbeat.store.sent import SENT_CAP, SENT_KEEP_MS
