@@ -16,6 +16,28 @@ local function parse(value)
 end
 """
 
+# Helpers, put before the scripts that read or write many fields of one hash: in as few commands
+# as Lua's stack allows (FIELDS_PER_CALL per command), not one per field.
+# read_fields(key, fields) gives each field's value (false for none) in order;
+# write_fields(key, pairs) sets the flat (field, value) pairs.
+HASH_FIELDS = """
+local FIELDS_PER_CALL = 500
+local function read_fields(key, fields)
+  local values = {}
+  for first = 1, #fields, FIELDS_PER_CALL do
+    local part = redis.call('HMGET', key, unpack(fields, first,
+      math.min(first + FIELDS_PER_CALL - 1, #fields)))
+    for i = 1, #part do values[first + i - 1] = part[i] end
+  end
+  return values
+end
+local function write_fields(key, pairs)
+  for first = 1, #pairs, 2 * FIELDS_PER_CALL do
+    redis.call('HSET', key, unpack(pairs, first, math.min(first + 2 * FIELDS_PER_CALL - 1, #pairs)))
+  end
+end
+"""
+
 
 # Records the history it carries, then claims a tick's due slots under one lease check.
 # KEYS[1]     the lease, {p}:leader
@@ -56,6 +78,7 @@ end
 #             at one command each; the history is recorded whatever the answer.
 CLAIM_SCRIPT = (
     PARSE_FENCE
+    + HASH_FIELDS
     + RECORD_HISTORY
     + """
 local start = 4 + tonumber(ARGV[3])
@@ -70,17 +93,24 @@ local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', '(' .. (now - tonumber(ARGV[start + 1])))
 redis.call('SET', KEYS[8], now, 'NX')
 redis.call('ZREMRANGEBYSCORE', KEYS[7], '-inf', '(' .. (now - tonumber(ARGV[start + 2])))
+local names, claims = {}, {}
 local at = 1
 while at <= #packed do
   local colon = string.find(packed, ':', at, true)
   local stop = colon + tonumber(string.sub(packed, at, colon - 1))
   local named = string.find(packed, ':', colon + 1, true)
   local name_end = named + tonumber(string.sub(packed, colon + 1, named - 1))
-  local entry = string.sub(packed, named + 1, name_end)
-  local wanted_text, mode, ttl, task, fingerprint = string.match(
-    string.sub(packed, name_end + 1, stop), '^(%d+)|([^|]*)|(%d*)|([^|]*)|(.*)$')
+  names[#names + 1] = string.sub(packed, named + 1, name_end)
+  claims[#claims + 1] = string.sub(packed, name_end + 1, stop)
   at = stop + 1
-  local slot, token = parse(redis.call('HGET', KEYS[2], entry))
+end
+local fences = read_fields(KEYS[2], names)
+local fenced, counted = {}, {}
+for i = 1, #names do
+  local entry = names[i]
+  local wanted_text, mode, ttl, task, fingerprint = string.match(
+    claims[i], '^(%d+)|([^|]*)|(%d*)|([^|]*)|(.*)$')
+  local slot, token = parse(fences[i])
   local wanted = tonumber(wanted_text)
   local mine = slot and tonumber(slot) == wanted and token == ARGV[1]
   local sent = wanted_text .. '|' .. entry
@@ -105,9 +135,10 @@ while at <= #packed do
         if slot and token ~= '' and token ~= '-' and token ~= ARGV[1] then
           redis.call('ZADD', KEYS[6], now, slot .. '|' .. token .. '|' .. entry)
         end
-        redis.call('HSET', KEYS[2], entry, wanted_text .. '|' .. ARGV[1] .. '|' .. previous
-          .. '|' .. fingerprint)
-        redis.call('HINCRBY', KEYS[5], entry, 1)
+        fenced[#fenced + 1] = entry
+        fenced[#fenced + 1] = wanted_text .. '|' .. ARGV[1] .. '|' .. previous .. '|'
+          .. fingerprint
+        counted[#counted + 1] = entry
       end
       if holder ~= '' then
         result[#result + 1] = entry
@@ -119,6 +150,15 @@ while at <= #packed do
     result[#result + 1] = '!'
   end
 end
+-- The entries are distinct: each one's fence and run count is written once, after all are read.
+write_fields(KEYS[2], fenced)
+local runs = read_fields(KEYS[5], counted)
+local counts = {}
+for i = 1, #counted do
+  counts[#counts + 1] = counted[i]
+  counts[#counts + 1] = (tonumber(runs[i]) or 0) + 1
+end
+write_fields(KEYS[5], counts)
 redis.call('ZREMRANGEBYRANK', KEYS[7], 0, -(tonumber(ARGV[start + 3]) + 1))
 return result
 """
