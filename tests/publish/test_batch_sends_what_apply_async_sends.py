@@ -256,3 +256,26 @@ def test_messages_made_ahead_of_their_slot_are_sent_at_it_as_apply_async_sends_t
         )
     assert_same_messages(ahead, drain(broker.client, key_prefix), key_prefix)
     assert per_message(recorded.calls) == per_message(recorded_single.calls)
+
+
+def test_with_a_global_keyprefix_the_batch_path_sends_what_apply_async_sends(
+    shop: Celery,
+    schedulers: Callable[..., Scheduler],
+    clock: Clock,
+    broker: Any,
+    key_prefix: str,
+) -> None:
+    """kombu's ``global_keyprefix`` prefixes every key it writes: the batch path's pipeline
+    must write the same keys, not the bare queue names."""
+    shop.conf.broker_transport_options = {"global_keyprefix": f"{key_prefix}-q-global:"}
+    beat = schedulers(clock)
+    beat.tick()
+    assert beat.leadership.lease.leader
+    (batch, _), (single, _) = publish_both_ways(beat, broker.client, key_prefix, ("after",))
+    assert sum(map(len, batch.values())) == 2 * len(beat.entries)
+    assert all(key.startswith(f"{key_prefix}-q-global:{key_prefix}-q") for key in batch)
+    assert sorted(batch) == sorted(single)
+    for key, messages in single.items():
+        assert [(m["headers"], m["body"]) for m in batch[key]] == [
+            (m["headers"], m["body"]) for m in messages
+        ], key

@@ -217,11 +217,9 @@ class RedisPipeline:
         slot, which uses it only if it sends exactly these messages (in any order: every slot
         claimed) and drops it otherwise. Nothing is sent here."""
         self._prepared = None
-        if not messages:
-            return
-        with self.producer.channel.conn_or_acquire() as client:
-            if not getattr(client, "global_keyprefix", ""):
-                self._prepared = Packed.of(messages, client.connection_pool.get_encoder())
+        channel = self.producer.channel
+        if messages and not channel.global_keyprefix:
+            self._prepared = Packed.of(messages, channel.pool.get_encoder())
 
     def flush(self) -> list[BaseException | None]:
         """Send the buffered messages in one pipeline; per message, None if the broker took it,
@@ -231,21 +229,22 @@ class RedisPipeline:
         prepared, self._prepared = self._prepared, None
         if not messages:
             return []
-        with self.producer.channel.conn_or_acquire() as client:
-            if getattr(client, "global_keyprefix", ""):  # kombu's pipeline prefixes the keys
-                grouped = _grouped(messages)
-                with client.pipeline(transaction=False) as pipe:
-                    for name, args, _ in grouped:
-                        getattr(pipe, name)(*args)
-                    results = pipe.execute(raise_on_error=False)
-            else:
-                pool = client.connection_pool
-                carried = None if prepared is None else prepared.carrying(messages)
-                if prepared is None or carried is None:
-                    prepared = Packed.of(messages, pool.get_encoder())
-                    carried = prepared.grouped
-                grouped = carried
-                results = _round_trip(pool, prepared.data, len(grouped))
+        channel = self.producer.channel
+        if channel.global_keyprefix:  # kombu's pipeline prefixes the keys
+            grouped = _grouped(messages)
+            with channel.conn_or_acquire() as client, client.pipeline(transaction=False) as pipe:
+                for name, args, _ in grouped:
+                    getattr(pipe, name)(*args)
+                results = pipe.execute(raise_on_error=False)
+        else:
+            # The channel's own pool, as its clients use it: no client made per flush.
+            pool = channel.pool
+            carried = None if prepared is None else prepared.carrying(messages)
+            if prepared is None or carried is None:
+                prepared = Packed.of(messages, pool.get_encoder())
+                carried = prepared.grouped
+            grouped = carried
+            results = _round_trip(pool, prepared.data, len(grouped))
         taken: set[int] = set()
         refused: dict[int, BaseException] = {}
         for (name, _, owners), result in zip(grouped, results, strict=True):
