@@ -16,7 +16,11 @@ queue's length; RabbitMQ: the queue's message count), best of ``--reps``:
 - ``hashbeat, 1st, taken over``: the first burst of a beat that stood by while another led (and
   made its plans and stencils meanwhile, as standbys do), then took over;
 - ``hashbeat, whole tick``: the Scheduler's ticks at the due instant until every slot is sent:
-  the store's claims (1,000 slots per call) plus the publish; for information, no bar.
+  the store's claims (1,000 slots per call) plus the publish; for information, no bar;
+- ``broker floor``: one message the batch path sent, written N times with nothing made per
+  message, in the batch path's chunks (Redis: one ``LPUSH`` of 500 values a round trip; RabbitMQ:
+  py-amqp's ``basic_publish`` in a loop): what the broker takes at best, so the best speed-up
+  any publisher could show here; for information, no bar.
 
 The bars (issue 28, docs/design.md §15): the batch at least 25x faster than the apply_async loop
 on Redis, 8x on RabbitMQ (issue 12's were 10x and 3x).
@@ -35,6 +39,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+import amqp
 import redis
 from celery import Celery
 from kombu import Connection
@@ -49,6 +54,8 @@ from tests.support.redis_server import RedisProcess  # noqa: E402
 T0 = 1_893_456_000.0  # 2030-01-01T00:00:00Z, a whole minute
 TASK = "burst.tick"
 BARS = {"redis": 25.0, "amqp": 8.0}
+#: Messages per round trip in the broker floor row, as the batch path's chunks.
+CHUNK = 500
 
 
 def tick(i: int) -> None:
@@ -195,6 +202,31 @@ def whole_tick(scheduler: Scheduler, clock: Clock) -> Callable[[], None]:
     return publish
 
 
+def floor(broker: Broker, n: int) -> Callable[[], None]:
+    """The ``broker floor`` row's publisher: the newest message on the queue, N times."""
+    if broker.redis is not None:
+        client, queue = broker.redis, broker.queue
+        sample = client.lindex(queue, 0)
+
+        def push() -> None:
+            for start in range(0, n, CHUNK):
+                client.lpush(queue, *[sample] * min(CHUNK, n - start))
+
+        return push
+    with Connection(broker.url) as conn:
+        got = conn.default_channel.basic_get(broker.queue, no_ack=True)
+        body, properties = got.body, dict(got.properties)  # its headers among them
+
+    def publish() -> None:
+        with Connection(broker.url) as conn:
+            channel = conn.default_channel
+            for _ in range(n):
+                message = amqp.Message(body, **properties)
+                channel.basic_publish(message, exchange="", routing_key=broker.queue)
+
+    return publish
+
+
 def run_broker(kind: str, url: str, store_url: str, n: int, reps: int, **conf: Any) -> list[str]:
     """The rows of one broker: each publisher's best of ``reps`` bursts; the batch's first
     burst (its plans and stencils made on the way) on a row of its own."""
@@ -227,6 +259,7 @@ def run_broker(kind: str, url: str, store_url: str, n: int, reps: int, **conf: A
             scheduler.close()
             scheduler.app.close()
         app.close()
+        times["broker floor"] = [timed(broker, n, floor(broker, n)) for _ in range(reps)]
     finally:
         broker.drop()
     first, *later = times["hashbeat, batch"]
