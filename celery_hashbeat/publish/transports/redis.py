@@ -21,9 +21,7 @@ from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import Callable
 from dataclasses import dataclass
-from operator import itemgetter
 from typing import Any
 
 from celery import signals
@@ -80,9 +78,9 @@ class _Collector:
 
 
 #: A string argument of a stencil's command that held some of the three strings: its position,
-#: a ``%`` template with a ``%s`` where each stood, and what picks them, in order, out of (task
-#: id, slot, delivery tag).
-Hole = tuple[int, str, Callable[[tuple[str, str, str]], Any]]
+#: its text cut into pieces with an empty place where each of them stood, and per place, which
+#: of (task id, slot, delivery tag) goes there.
+Hole = tuple[int, tuple[str, ...], tuple[tuple[int, int], ...]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,8 +135,11 @@ class Stencil:
                 made.append((name, args))
                 continue
             filled = list(args)
-            for position, template, pick in holes:
-                filled[position] = template % pick(values)
+            for position, pieces, places in holes:
+                text = list(pieces)
+                for place, kind in places:
+                    text[place] = values[kind]
+                filled[position] = "".join(text)  # one copy of the message, nothing parsed
             made.append((name, tuple(filled)))
         return made
 
@@ -320,19 +321,24 @@ def _round_trip(pool: Any, data: bytes, replies: int) -> list[Any]:
     return results
 
 
-def _template(text: str, strings: tuple[str, ...]) -> tuple[str, Callable[..., Any]]:
-    """``text`` as a ``%`` template with a ``%s`` where each of ``strings`` stood, and what
-    picks, out of a tuple of values for ``strings``, the ones its holes take, in order. The
-    strings are plain ASCII without a "%" that do not overlap."""
+def _template(
+    text: str, strings: tuple[str, ...]
+) -> tuple[tuple[str, ...], tuple[tuple[int, int], ...]]:
+    """``text`` cut where each of ``strings`` stood: its pieces, with an empty place for each
+    occurrence, and per place which of ``strings`` stood there. The strings do not overlap."""
     found = sorted(
         (start, kind) for kind, string in enumerate(strings) for start in _starts(text, string)
     )
-    parts, end = [], 0
+    pieces: list[str] = []
+    places: list[tuple[int, int]] = []
+    end = 0
     for start, kind in found:
-        parts.append(text[end:start].replace("%", "%%"))
+        pieces.append(text[end:start])
+        places.append((len(pieces), kind))
+        pieces.append("")
         end = start + len(strings[kind])
-    parts.append(text[end:].replace("%", "%%"))
-    return "%s".join(parts), itemgetter(*(kind for _, kind in found))
+    pieces.append(text[end:])
+    return tuple(pieces), tuple(places)
 
 
 def _starts(text: str, string: str) -> list[int]:
