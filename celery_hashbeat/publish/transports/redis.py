@@ -36,7 +36,7 @@ from celery_hashbeat.publish.message import (
     COMPRESSION_HEADER,
     SLOT_HEADER,
     TASK_ID_HEADER,
-    random_uuid,
+    unique_uuid,
 )
 from celery_hashbeat.publish.plans import Built, Plan
 from celery_hashbeat.publish.transports.stencil import signal_for
@@ -128,7 +128,7 @@ class Stencil:
     def commands_for(self, task_id: str, when: str) -> list[Command]:
         # The three are plain ASCII (a uuid5, an ISO 8601 instant, a uuid4): quoted, they are
         # their JSON text, as json.dumps would write it.
-        values = (task_id, f'"{when}"', f'"{random_uuid()}"')
+        values = (task_id, f'"{when}"', f'"{unique_uuid()}"')
         made: list[Command] = []
         for name, args, holes in self.commands:
             if not holes:
