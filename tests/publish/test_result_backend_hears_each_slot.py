@@ -13,7 +13,7 @@ from celery_hashbeat import hashcron
 from tests.support.beat_fixtures import Broker, Clock, Make, drain
 
 #: The task ids the backend was told of, in order.
-HEARD: list[str] = []
+HEARD_IDS: list[str] = []
 
 
 def nothing() -> None:
@@ -24,7 +24,7 @@ class ListeningBackend(DisabledBackend):
     """A backend that stores nothing and notes each task it is told of."""
 
     def on_task_call(self, producer: Any, task_id: str) -> dict[str, Any]:
-        HEARD.append(task_id)
+        HEARD_IDS.append(task_id)
         return {}
 
 
@@ -39,7 +39,7 @@ def test_the_backend_hears_each_slot_of_a_task_that_keeps_its_result(
         "keeps": {"task": "heard.keeps", "schedule": every},
         "ignores": {"task": "heard.ignores", "schedule": every},
     }
-    HEARD.clear()
+    HEARD_IDS.clear()
     beat = schedulers(clock)
     assert beat.publisher.sink is not None, "the batch path is the one under test"
     for _ in range(3):  # three minutes' slots
@@ -48,4 +48,4 @@ def test_the_backend_hears_each_slot_of_a_task_that_keeps_its_result(
     sent = broker.new()
     keeps = [h["id"] for h in sent if h["hashbeat_entry"] == "keeps"]
     assert len(keeps) >= 2 and len(sent) == 2 * len(keeps), sent
-    assert HEARD == keeps  # each once, in the order sent; none for "ignores"
+    assert keeps == HEARD_IDS  # each once, in the order sent; none for "ignores"
