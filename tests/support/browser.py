@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import waitress
+from waitress import wasyncore
 from selenium import webdriver
 from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
 from selenium.webdriver.chrome.service import Service
@@ -62,14 +63,18 @@ def browser() -> Iterator[Any]:
 @contextmanager
 def served(wsgi_app: Any) -> Iterator[str]:
     """``wsgi_app`` served by waitress on a free loopback port; yields its base URL."""
-    server = waitress.create_server(wsgi_app, host="127.0.0.1", port=0, threads=2)
+    sockets: dict[int, Any] = {}  # waitress's loop runs while it has sockets to serve
+    server = waitress.create_server(wsgi_app, map=sockets, host="127.0.0.1", port=0, threads=2)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.effective_port}"
     finally:
-        server.close()
+        # The browser's kept-alive connections too, or the loop serves them until it quits.
+        server.task_dispatcher.shutdown()
+        wasyncore.close_all(sockets)
         thread.join(timeout=5)
+        assert not thread.is_alive(), "the console's server did not stop"
 
 
 def screenshot(driver: Any, name: str) -> None:
