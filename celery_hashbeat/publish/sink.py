@@ -73,7 +73,6 @@ class ThreadView(NamedTuple):
     """What Celery keeps per thread and a message needs: asked once per publishing thread
     rather than once per message."""
 
-    ident: int
     reply_to: str  # the app's ``thread_oid``
     #: The result backend's ``on_task_call``, or None where it does nothing (most backends).
     on_task_call: Callable[[Any, str], object] | None
@@ -135,7 +134,8 @@ class BulkSink:
         router: Any = app.amqp.router
         #: Routes that answer the same for the same entry: a plan is kept, not made per slot.
         self._fixed_routes = all(isinstance(r, MapRoute) for r in router.routes or ())
-        self._thread: ThreadView | None = None
+        #: Per thread, its ``ThreadView`` (a thread's own, even where idents are reused).
+        self._per_thread = threading.local()
 
     @cached_property
     def _output(self) -> RedisPipeline | AmqpWrites | ProducerOutput:
@@ -145,13 +145,11 @@ class BulkSink:
     def _thread_view(self) -> ThreadView:
         """The calling thread's ``ThreadView``: a publish may move to a new thread (the last one
         left behind on a hung broker)."""
-        ident = threading.get_ident()
-        view = self._thread
-        if view is None or view.ident != ident:
-            backend = self.app.backend
-            call = backend.on_task_call
+        view: ThreadView | None = getattr(self._per_thread, "view", None)
+        if view is None:
+            call = self.app.backend.on_task_call
             idle = getattr(call, "__func__", None) is Backend.on_task_call
-            view = self._thread = ThreadView(ident, self.app.thread_oid, None if idle else call)
+            view = self._per_thread.view = ThreadView(self.app.thread_oid, None if idle else call)
         return view
 
     @property
