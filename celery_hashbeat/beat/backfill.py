@@ -124,15 +124,22 @@ class Backfills:
                 request.entry,
             )
             return None
-        slots = slots_between(entry, request.start, min(request.end, self._now_ms()), SENT_CHUNK)
+        now = self._now_ms()
+        slots = slots_between(entry, request.start, min(request.end, now), SENT_CHUNK)
         batch = slots[:SENT_CHUNK]
+        # A range that ends past this beat's clock (the operator's runs ahead of it) is kept
+        # until the clock passes its end: its slots still to come are sent then, not dropped.
+        ahead = request.end > now
         if not batch:
+            if ahead:
+                return request
             logger.info("beat: backfill %s of %s is done", request.id, entry.name)
             return None
         # This turn's claimer: the one whose answer was lost, asked again, or a new one. The
         # requests this turn hands back name none unless its claim goes unanswered too.
         claimer, request = request.claimer or uuid.uuid4().hex, request._replace(claimer="")
-        following = request._replace(start=batch[-1] + 1) if len(slots) > len(batch) else None
+        more = len(slots) > len(batch) or ahead
+        following = request._replace(start=batch[-1] + 1) if more else None
         turn = Turn(entry, request, batch, following, claimer)
         return self._guarded(turn) if entry.run_ttl_ms else self._batch(turn)
 

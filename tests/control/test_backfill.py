@@ -309,3 +309,29 @@ def test_a_fanned_out_entry_is_backfilled_copy_by_copy(
     assert done.sent == {ms(clock, -20)}
     with pytest.raises(UnknownEntryError):
         admin.backfill("fan@w9@h", at(clock, -30), at(clock), dry_run=True)
+
+
+def test_a_range_ending_past_the_leaders_clock_waits_for_it_rather_than_ending_early(
+    admin: ScheduleAdmin, app: Celery, broker: Broker, clock: Clock, schedulers: Make
+) -> None:
+    """The operator's clock may run ahead of the leader's (a host's clock, a step back): the
+    slots of the range still in the leader's future are sent once its clock passes them, not
+    dropped with the request (the matrix's clock-step cell lost them so, logging it done)."""
+    start = ms(clock)
+    beat = leading(app, clock, schedulers)
+    admin.pause("tick", reason="only the backfill sends it")
+    read(beat)
+    slot_ids(broker)
+    ahead = Request("tick", "operator-ahead", start, ms(clock, 20), ms(clock, 20))
+    admin.store.ask(encode_request(ahead))
+    read(beat)
+    assert slot_ids(broker) == [slot_task_id("tick", ms(clock, s)) for s in (-35, -25, -15)]
+    clock.advance(1)
+    read(beat)  # a turn with nothing due yet keeps the request
+    assert slot_ids(broker) == []
+    clock.advance(19)
+    read(beat)
+    assert slot_ids(broker) == [slot_task_id("tick", ms(clock, s)) for s in (-15, -5)]
+    clock.advance(10)
+    read(beat)
+    assert slot_ids(broker) == []
