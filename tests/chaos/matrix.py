@@ -2,14 +2,15 @@
 
 A *path* is a way a slot travels from the leader to the broker (the Redis batch, the AMQP batch with
 and without publisher confirms, the per-message fallback, a hooked ``apply_entry``, messages made
-ahead for a burst, run leases, per-worker copies, operators' triggers, stored definitions). A
+ahead for a burst, run leases, per-worker copies, operators' triggers and backfills, stored
+definitions). A
 *fault* is something production does to a beat, its broker or its store (SIGKILL, SIGSTOP past the
 lease, two SIGTERMs, a broker that refuses, hangs or closes the channel, a store that loses a reply,
 hangs or loses its replica, a clock step). A *cell* runs two real ``celery beat`` processes on one
 path, strikes with one fault, lets the beats heal, and hands the record to the harness's judge:
 every (entry, slot) at most once, and (``catch_up="all"``) at least once except what a beat logged
 as "may or may not have reached the broker"; every trigger at most once, and at least once unless
-logged lost."""
+logged lost; every backfilled slot at most once, and at least once unless logged perhaps lost."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 from pathlib import Path as FilePath
 from typing import Any
 
@@ -28,8 +30,8 @@ from celery.utils.nodenames import worker_direct
 from celery_hashbeat import hashcron
 from celery_hashbeat.control.admin import ScheduleAdmin
 from celery_hashbeat.entries.fanout import sub_name
-from tests.chaos.app import FANNED_NODES, TASK, chaos_schedule, schedule_for
-from tests.chaos.harness import Cluster, token_pid
+from tests.chaos.app import BACKFILLED, FANNED_NODES, TASK, chaos_schedule, schedule_for
+from tests.chaos.harness import Cluster, backfill_problems, token_pid
 from tests.support.processes import Process
 from tests.support.proxy import FaultProxy
 from tests.support.rabbitmq import private_vhost, unavailable
@@ -55,6 +57,9 @@ class Path:
     stored: bool = False
     #: An operator triggers an entry twice a second while the fault lasts.
     triggered: bool = False
+    #: An operator backfills the last two seconds of a paused entry (BACKFILLED, whose slots
+    #: only backfills send) and of a running one twice a second while the fault lasts.
+    backfilled: bool = False
 
     def expected(self) -> dict[str, dict[str, Any]]:
         """The entries the judge expects, by the names their messages carry."""
@@ -67,6 +72,7 @@ class Path:
                 expected[sub_name(name, node)] = spec
             if "workers" not in spec:
                 expected[name] = spec
+        expected.pop(BACKFILLED, None)  # judged on its own (Cell.problems)
         return expected
 
 
@@ -81,6 +87,7 @@ PATHS: tuple[Path, ...] = (
     Path("fan-out", schedule="fan-out"),
     Path("trigger", triggered=True),
     Path("stored", schedule="stored", stored=True),
+    Path("backfill", schedule="backfill", backfilled=True),
 )
 
 
@@ -101,6 +108,11 @@ class Cell:
     replica: Any = None
     chaos: Cluster | None = None
     triggers_asked: list[str] = field(default_factory=list)
+    #: The slots of every backfill of BACKFILLED asked, and how many backfills were asked.
+    backfills_asked: set[int] = field(default_factory=set)
+    backfills: int = 0
+    #: The operator's calls that raised (the first few), to tell a cell that asked nothing why.
+    refused: list[str] = field(default_factory=list)
 
     @property
     def cluster(self) -> Cluster:
@@ -129,6 +141,9 @@ class Cell:
             with self.admin() as admin:
                 for name, spec in chaos_schedule().items():
                     admin.add(name, TASK, spec["schedule"], allow_unregistered_task=True)
+        if path.backfilled:
+            with self.admin() as admin:
+                admin.pause(BACKFILLED, reason="only backfills send it")
         chaos = self.make_cluster(
             broker_url=self.broker_url,
             store_url=store_url,
@@ -154,9 +169,11 @@ class Cell:
 
     @contextlib.contextmanager
     def admin(self) -> Iterator[ScheduleAdmin]:
-        """An operator's ScheduleAdmin on the cell's store, as the chaos app is configured."""
+        """An operator's ScheduleAdmin on the cell's store, as the chaos app is configured (its
+        beat_schedule too: the admin refuses entries it does not know)."""
         app = Celery("matrix-operator", broker=self.broker_url)
         app.conf.update(
+            beat_schedule=schedule_for(self.path.schedule),
             hashbeat_store_url=self.store_url,
             hashbeat_key_prefix=self.prefix,
             task_default_queue="matrix",
@@ -188,9 +205,17 @@ class Cell:
     # Judging ---------------------------------------------------------------------------------
 
     def problems(self) -> list[str]:
-        """The harness's judgement, and the triggers': none twice, none lost unless logged."""
+        """The harness's judgement, the triggers' and the backfills': none twice, none lost
+        unless logged."""
         chaos = self.cluster
-        found = chaos.problems()
+        found = chaos.problems(apart=frozenset({BACKFILLED}))
+        if self.path.backfilled:
+            asked = {BACKFILLED: self.backfills_asked}
+            found += backfill_problems(chaos.recorder.deliveries(), asked, chaos.ambiguous())
+            if not self.backfills:
+                found.append(f"no backfill was asked: the operator's calls raised {self.refused}")
+        if self.path.triggered and not self.triggers_asked:
+            found.append(f"no trigger was asked: the operator's calls raised {self.refused}")
         delivered = [task_id for _, task_id in chaos.recorder.triggered]
         twice = sorted({t for t in delivered if delivered.count(t) > 1})
         found += [f"trigger {task_id} enqueued twice" for task_id in twice]
@@ -206,10 +231,27 @@ class Cell:
         return found
 
 
+def trigger(cell: Cell, admin: ScheduleAdmin) -> None:
+    cell.triggers_asked.append(admin.trigger("every-second"))
+
+
+def backfill(cell: Cell, admin: ScheduleAdmin) -> None:
+    """Backfill the last two seconds of the paused entry, then of a running one (whose slots
+    the leader sends too, or is about to)."""
+    for name in (BACKFILLED, "every-second"):
+        now = datetime.now(timezone.utc)
+        done = admin.backfill(name, now - timedelta(seconds=2), now)
+        cell.backfills += 1
+        if name == BACKFILLED:
+            cell.backfills_asked.update(done.slots)
+
+
 @contextlib.contextmanager
-def triggering(cell: Cell, every_s: float = 0.5) -> Iterator[None]:
-    """While the body runs, trigger ``every-second`` every ``every_s`` through the store."""
-    if not cell.path.triggered:
+def operating(cell: Cell, every_s: float = 0.5) -> Iterator[None]:
+    """While the body runs, an operator triggers or backfills every ``every_s`` through the
+    store, as the cell's path says."""
+    act = trigger if cell.path.triggered else backfill if cell.path.backfilled else None
+    if act is None:
         yield
         return
     stop = threading.Event()
@@ -217,10 +259,13 @@ def triggering(cell: Cell, every_s: float = 0.5) -> Iterator[None]:
 
         def ask() -> None:
             while not stop.wait(every_s):
-                with contextlib.suppress(Exception):
-                    cell.triggers_asked.append(admin.trigger("every-second"))
+                try:
+                    act(cell, admin)
+                except Exception as exc:  # kept for the judge to show
+                    if len(cell.refused) < 3:
+                        cell.refused.append(repr(exc))
 
-        thread = threading.Thread(target=ask, name="matrix-trigger", daemon=True)
+        thread = threading.Thread(target=ask, name="matrix-operator", daemon=True)
         thread.start()
         try:
             yield
@@ -376,7 +421,7 @@ def run(cell: Cell) -> list[str]:
     """Start, strike, heal, stop; the judge's findings."""
     chaos = cell.start()
     chaos.steady(timeout=40)
-    with triggering(cell):
+    with operating(cell):
         FAULTS[cell.fault](cell)
         chaos.steady(timeout=40)
         time.sleep(1)

@@ -11,7 +11,7 @@ import pytest
 
 from celery_hashbeat import hashcron, hashinterval
 from tests.chaos.app import TASK, chaos_schedule
-from tests.chaos.harness import next_slot, problems, task_id, token_pid
+from tests.chaos.harness import backfill_problems, next_slot, problems, task_id, token_pid
 from tests.support.broker import Delivery, iso_to_ms
 
 SECOND = 1000
@@ -107,3 +107,20 @@ def test_only_the_slots_a_beat_called_ambiguous_may_be_missing() -> None:
     assert (
         problems(seconds(0, 1), SCHEDULE, catch_up_all=False, fences=fences, ambiguous=kept) == []
     )
+
+
+def test_backfilled_slots_are_judged_each_at_most_once_and_only_if_asked() -> None:
+    asked = {"paused": {T0, T0 + SECOND, T0 + 2 * SECOND}}
+    assert backfill_problems(seconds(0, 1, 2, entry="paused"), asked) == []
+    others = [*seconds(0, 1, 2, entry="paused"), *seconds(7, 7)]  # another entry's: not here
+    assert backfill_problems(others, asked) == []
+    broken = {
+        "duplicate: backfilled paused slot": seconds(0, 1, 1, 2, entry="paused"),
+        "though no backfill asked for it": seconds(0, 1, 2, 5, entry="paused"),
+        "never enqueued 1 slot(s)": seconds(0, 2, entry="paused"),
+    }
+    for complaint, deliveries in broken.items():
+        found = backfill_problems(deliveries, asked)
+        assert len(found) == 1 and complaint in found[0], found
+    logged = frozenset({("paused", T0 + SECOND)})
+    assert backfill_problems(seconds(0, 2, entry="paused"), asked, logged) == []
