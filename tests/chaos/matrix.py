@@ -15,6 +15,7 @@ logged lost; every backfilled slot at most once, and at least once unless logged
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import signal
 import threading
 import time
@@ -30,6 +31,7 @@ from celery.utils.nodenames import worker_direct
 from celery_hashbeat import hashcron
 from celery_hashbeat.control.admin import ScheduleAdmin
 from celery_hashbeat.entries.fanout import sub_name
+from celery_hashbeat.store.redis.scripts import CLAIM_SLOTS_SCRIPT
 from tests.chaos.app import BACKFILLED, FANNED_NODES, TASK, chaos_schedule, schedule_for
 from tests.chaos.harness import Cluster, backfill_problems, token_pid
 from tests.support.processes import Process
@@ -41,6 +43,8 @@ from tests.support.redis_topologies import Topology, in_sync, wait_for
 TTL = 3.0
 #: Two SIGTERMs must still end a beat cleanly within this (docs/design.md §10 says a second).
 STOP_BOUND = 3.0
+#: What a backfill's claim of slots sends the store (EVALSHA of its script, loaded by then).
+CLAIM_SLOTS_SHA = hashlib.sha1(CLAIM_SLOTS_SCRIPT.encode()).hexdigest().encode()
 #: A trigger a beat logged as perhaps lost.
 TRIGGER_LOST = "may not have gone out"
 
@@ -347,8 +351,16 @@ def broker_channel_error(cell: Cell) -> None:
 
 
 def store_lost_reply(cell: Cell) -> None:
-    assert cell.store_proxy is not None
-    cell.store_proxy.swallow(1.0)
+    """Every reply lost for a second; on the backfill path, the replies from a backfill's claim
+    on (the store ran the claim; the leader never hears that it did)."""
+    proxy = cell.store_proxy
+    assert proxy is not None
+    if cell.path.backfilled:
+        proxy.swallow_reply_to(CLAIM_SLOTS_SHA, 1.0)
+        assert proxy.wait_triggered(5), "no backfill claim reached the store within 5 s"
+        cell.cluster.note("lost the reply to a backfill's claim")
+    else:
+        proxy.swallow(1.0)
     time.sleep(3)
 
 
