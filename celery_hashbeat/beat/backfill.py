@@ -82,6 +82,26 @@ def split(taken: list[str]) -> tuple[list[str], list[Request]]:
     return triggers, requests
 
 
+def unqueued(request: Request, why: str) -> None:
+    """Log a request (what is left of one) that may not be back in the store's queue: nothing
+    else would say that its slots may never be sent."""
+    recorded = (
+        ", and those its unanswered claim recorded count as sent though none was"
+        if request.claimer
+        else ""
+    )
+    logger.error(
+        "beat: backfill %s of %s may not be back in the store's queue (%s): the slots from %s "
+        "to %s may not be sent%s; ask for the backfill again (no slot is sent twice)",
+        request.id,
+        request.entry,
+        why,
+        slot_iso(request.start),
+        slot_iso(request.end),
+        recorded,
+    )
+
+
 class Backfills:
     """Sends the backfill requests the leader took, a turn's worth each; says which go back to
     the store's queue for the next turn."""

@@ -34,6 +34,11 @@ AMBIGUOUS = re.compile(r"beat: (\S+) slot (\S+) may or may not have reached the 
 BACKFILL_LOST = re.compile(
     r"beat: backfill \S+ of (\S+): slot (\S+) (?:may not have gone out|cannot be sent)"
 )
+#: The beat's line for the rest of a backfill it may not have put back in the store's queue.
+BACKFILL_UNQUEUED = re.compile(
+    r"beat: backfill \S+ of (\S+) may not be back in the store's queue[^\n]*? the slots "
+    r"from (\S+) to (\S+) may not be sent"
+)
 
 APP = "tests.chaos.app"
 
@@ -481,10 +486,16 @@ class Cluster:
     def ambiguous(self) -> frozenset[tuple[str, int]]:
         """The slots the beats logged as perhaps sent, perhaps not (or, backfilled, never)."""
         found = set()
+        planned = schedule_for(self.env["HASHBEAT_CHAOS_SCHEDULE"])
         for process in self.processes.started:
             text = process.log.read_text(errors="replace") if process.log.exists() else ""
             for entry, when in [*AMBIGUOUS.findall(text), *BACKFILL_LOST.findall(text)]:
                 found.add((entry, to_ms(datetime.fromisoformat(when))))
+            for entry, first, last in BACKFILL_UNQUEUED.findall(text):
+                schedule = planned[entry]["schedule"]
+                start = next_slot(entry, schedule, to_ms(datetime.fromisoformat(first)) - 1)
+                end = to_ms(datetime.fromisoformat(last))
+                found.update((entry, slot) for slot in _walk(entry, schedule, start, end))
         return frozenset(found)
 
     def diagnostics(self, lines: int = 25) -> str:

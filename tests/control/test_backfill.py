@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from datetime import datetime, timedelta, timezone
 
 import pytest
 import redis
 from celery import Celery
+from celery.signals import after_task_publish
 
 from celery_hashbeat import Scheduler, hashcron
 from celery_hashbeat.control.admin import ScheduleAdmin
-from celery_hashbeat.control.backfill import Request, decode_request, encode_request
+from celery_hashbeat.control.backfill import Request, decode_request, encode_request, slot_iso
 from celery_hashbeat.control.pause_and_trigger import decode_trigger
 from celery_hashbeat.control.refusals import AdminError, UnknownEntryError
 from celery_hashbeat.control.stored_text import DefinitionError
@@ -335,3 +337,40 @@ def test_a_range_ending_past_the_leaders_clock_waits_for_it_rather_than_ending_e
     clock.advance(10)
     read(beat)
     assert slot_ids(broker) == []
+
+
+def test_the_rest_of_a_backfill_a_deposed_leader_cannot_queue_again_is_logged_with_its_slots(
+    admin: ScheduleAdmin,
+    app: Celery,
+    broker: Broker,
+    clock: Clock,
+    schedulers: Make,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The leader loses its lease during a turn (another beat took it while it published): it
+    can no longer put the rest of the request back in the store's queue, so it says which slots
+    may never be sent, rather than dropping them in silence."""
+    beat = leading(app, clock, schedulers)
+    admin.pause("tick", reason="only the backfill sends it")
+    read(beat)
+    slot_ids(broker)
+    ahead = Request("tick", "deposed-mid-turn", ms(clock, -40), ms(clock, 20), ms(clock))
+    admin.store.ask(encode_request(ahead))
+
+    def take_the_lease(**_: object) -> None:
+        lease = admin.store.leader()
+        if lease is not None and lease.token != "another:1:beat":
+            admin.store.release(lease.token)
+            assert admin.store.acquire("another:1:beat", LEASE_MS)
+
+    after_task_publish.connect(take_the_lease, weak=False)
+    try:
+        with caplog.at_level(logging.ERROR, logger="celery_hashbeat"):
+            read(beat)
+    finally:
+        after_task_publish.disconnect(take_the_lease)
+    assert len(slot_ids(broker)) == 3
+    assert admin.store.triggers() == []
+    lines = [r.getMessage() for r in caplog.records if "deposed-mid-turn" in r.getMessage()]
+    assert len(lines) == 1, lines
+    assert f"from {slot_iso(ms(clock, -5) + 1)} to {slot_iso(ms(clock, 20))} may not be" in lines[0]
