@@ -223,9 +223,18 @@ class Backfills:
             logger.info("beat: backfill %s of %s: sent %d slot(s)", request.id, entry.name, sent)
         if failed:
             calls = self._calls
-            calls.attempt(
+            given = calls.attempt(
                 calls.store.unclaim_slots, self._token, entry.name, failed, claimer=turn.claimer
             )
+            for slot in [s for s in failed if given is FAILED or s not in given]:
+                logger.error(
+                    "beat: backfill %s of %s: slot %s cannot be sent: its publish failed and "
+                    "its claim could not be given back, so the store counts it as sent and no "
+                    "backfill sends it",
+                    request.id,
+                    entry.name,
+                    slot_iso(slot),
+                )
         return failed
 
     def _batch(self, turn: Turn) -> Request | None:

@@ -10,11 +10,12 @@ import hashlib
 import json
 import logging
 from datetime import datetime, timedelta, timezone
+from urllib.parse import urlsplit
 
 import pytest
 import redis
 from celery import Celery
-from celery.signals import after_task_publish
+from celery.signals import after_task_publish, before_task_publish
 
 from celery_hashbeat import Scheduler, hashcron
 from celery_hashbeat.control.admin import ScheduleAdmin
@@ -374,3 +375,53 @@ def test_the_rest_of_a_backfill_a_deposed_leader_cannot_queue_again_is_logged_wi
     lines = [r.getMessage() for r in caplog.records if "deposed-mid-turn" in r.getMessage()]
     assert len(lines) == 1, lines
     assert f"from {slot_iso(ms(clock, -5) + 1)} to {slot_iso(ms(clock, 20))} may not be" in lines[0]
+
+
+def test_slots_whose_publish_failed_and_whose_claim_stays_recorded_are_logged_lost(
+    private_redis: RedisProcess,
+    redis_url: str,
+    key_prefix: str,
+    clock: Clock,
+    schedulers: Make,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The broker refuses the backfilled slots and the store stops answering before they can
+    be given back: the store still counts them as sent, so no backfill will send them; each
+    is logged as lost rather than left in silence."""
+    store_port = urlsplit(redis_url).port
+    assert store_port is not None
+    with FaultProxy(store_port) as proxy:
+        app = Celery(f"backfill-{key_prefix}", set_as_current=False)
+        app.conf.update(
+            broker_url=private_redis.url,
+            broker_transport_options={"socket_timeout": 1.0},
+            broker_connection_timeout=1.0,
+            task_default_queue="backfilled",
+            beat_enable_remote_control=False,
+            hashbeat_store_url=proxy.url("socket_timeout=0.5"),
+            hashbeat_key_prefix=key_prefix,
+        )
+        start = at(clock)
+        beat = leading(app, clock, schedulers)
+        app.conf.hashbeat_store_url = redis_url
+        admin = ScheduleAdmin(app)
+        admin.clock = clock
+
+        def store_gone(**_: object) -> None:
+            proxy.refuse()
+
+        try:
+            private_redis.kill()
+            done = admin.backfill("tick", start, at(clock))
+            before_task_publish.connect(store_gone, weak=False)
+            with caplog.at_level(logging.ERROR, logger="celery_hashbeat"):
+                read(beat)
+            assert admin.store.recorded("tick", done.to_send).sent == set(done.to_send)
+            lost = [r.getMessage() for r in caplog.records if "cannot be sent" in r.getMessage()]
+            assert len(lost) == len(done.to_send) == 3, lost
+            for slot, line in zip(done.to_send, lost, strict=True):
+                assert f"backfill {done.request} of tick: slot {slot_iso(slot)}" in line
+        finally:
+            before_task_publish.disconnect(store_gone)
+            admin.close()
+            app.close()
