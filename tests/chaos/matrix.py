@@ -3,20 +3,18 @@
 A *path* is a way a slot travels from the leader to the broker (the Redis batch, the AMQP batch with
 and without publisher confirms, the per-message fallback, a hooked ``apply_entry``, messages made
 ahead for a burst, run leases, per-worker copies, operators' triggers and backfills, stored
-definitions). A
-*fault* is something production does to a beat, its broker or its store (SIGKILL, SIGSTOP past the
-lease, two SIGTERMs, a broker that refuses, hangs or closes the channel, a store that loses a reply,
-hangs or loses its replica, a clock step). A *cell* runs two real ``celery beat`` processes on one
-path, strikes with one fault, lets the beats heal, and hands the record to the harness's judge:
-every (entry, slot) at most once, and (``catch_up="all"``) at least once except what a beat logged
-as "may or may not have reached the broker"; every trigger at most once, and at least once unless
-logged lost; every backfilled slot at most once, and at least once unless logged perhaps lost."""
+definitions). A *fault* is something production does to a beat, its broker or its store (SIGKILL,
+SIGSTOP past the lease, two SIGTERMs, a broker that refuses, hangs or closes the channel, a store
+that loses a reply, hangs or loses its replica, a clock step: tests/chaos/faults.py). A *cell* runs
+two real ``celery beat`` processes on one path, strikes with one fault, lets the beats heal, and
+hands the record to the harness's judge: every (entry, slot) at most once, and
+(``catch_up="all"``) at least once except what a beat logged as "may or may not have reached the
+broker"; every trigger at most once, and at least once unless logged lost; every backfilled slot
+at most once, and at least once unless logged perhaps lost."""
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import signal
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -28,23 +26,16 @@ from typing import Any
 from celery import Celery
 from celery.utils.nodenames import worker_direct
 
-from celery_hashbeat import hashcron
 from celery_hashbeat.control.admin import ScheduleAdmin
 from celery_hashbeat.entries.fanout import sub_name
-from celery_hashbeat.store.redis.scripts import CLAIM_SLOTS_SCRIPT
 from tests.chaos.app import BACKFILLED, FANNED_NODES, TASK, chaos_schedule, schedule_for
-from tests.chaos.harness import Cluster, backfill_problems, token_pid
-from tests.support.processes import Process
+from tests.chaos.faults import FAULTS, TTL
+from tests.chaos.harness import Cluster, backfill_problems
 from tests.support.proxy import FaultProxy
 from tests.support.rabbitmq import private_vhost, unavailable
 from tests.support.redis_server import RedisProcess
 from tests.support.redis_topologies import Topology, in_sync, wait_for
 
-TTL = 3.0
-#: Two SIGTERMs must still end a beat cleanly within this (docs/design.md §10 says a second).
-STOP_BOUND = 3.0
-#: What a backfill's claim of slots sends the store (EVALSHA of its script, loaded by then).
-CLAIM_SLOTS_SHA = hashlib.sha1(CLAIM_SLOTS_SCRIPT.encode()).hexdigest().encode()
 #: A trigger a beat logged as perhaps lost.
 TRIGGER_LOST = "may not have gone out"
 
@@ -278,126 +269,6 @@ def operating(cell: Cell, every_s: float = 0.5) -> Iterator[None]:
             thread.join(10)
 
 
-# Faults ---------------------------------------------------------------------------------------
-
-
-def _leader(cell: Cell) -> Process:
-    return cell.cluster.steady()
-
-
-def sigkill(cell: Cell) -> None:
-    """The leader killed between ticks (a kill mid-claim loses its slots by design, §10)."""
-    leader = _leader(cell)
-    cell.cluster.quiet_moment()
-    leader.kill()
-    cell.cluster.note(f"SIGKILL {leader.name}")
-    cell.cluster.gone(leader)
-    time.sleep(TTL + 1.5)
-
-
-def sigstop(cell: Cell) -> None:
-    """The leader frozen past its lease, then thawed."""
-    leader = _leader(cell)
-    cell.cluster.quiet_moment()
-    leader.pause()
-    cell.cluster.note(f"SIGSTOP {leader.name}")
-    time.sleep(TTL + 1.5)
-    leader.resume()
-    cell.cluster.note(f"SIGCONT {leader.name}")
-
-
-def sigterm_twice(cell: Cell) -> None:
-    """Two SIGTERMs back to back: a clean exit that still gives the lease up."""
-    leader = _leader(cell)
-    leader.send(signal.SIGTERM)
-    leader.send(signal.SIGTERM)
-    code = leader.wait(STOP_BOUND + 3)
-    cell.cluster.note(f"two SIGTERMs: {leader.name} exited {code}")
-    assert code == 0, f"{leader.name} exited {code} after two SIGTERMs"
-    holder = cell.cluster.leader_token()
-    assert holder is None or token_pid(holder) != leader.pid, "two SIGTERMs kept the lease"
-    cell.cluster.gone(leader)
-    time.sleep(2)
-
-
-def _outage(proxy: FaultProxy | None, strike: Callable[[FaultProxy], None], seconds: float) -> None:
-    assert proxy is not None
-    strike(proxy)
-    time.sleep(seconds)
-    proxy.pass_through()
-
-
-def broker_refuse(cell: Cell) -> None:
-    _outage(cell.broker_proxy, FaultProxy.refuse, 3)
-
-
-def broker_hang(cell: Cell) -> None:
-    """Past the publish bound (max(TTL, 5 s)), so a hung publish is left behind."""
-    _outage(cell.broker_proxy, FaultProxy.hang, 6)
-
-
-def broker_channel_error(cell: Cell) -> None:
-    """An entry whose messages the broker refuses (an exchange it does not have) for a while."""
-    with cell.admin() as admin:
-        admin.add(
-            "bad-exchange",
-            TASK,
-            hashcron("*/1 * * * * *"),
-            options={"exchange": "no-such-exchange", "routing_key": "nowhere"},
-            allow_unregistered_task=True,
-        )
-        time.sleep(4)
-        admin.remove("bad-exchange")
-
-
-def store_lost_reply(cell: Cell) -> None:
-    """Every reply lost for a second; on the backfill path, the replies from a backfill's claim
-    on (the store ran the claim; the leader never hears that it did)."""
-    proxy = cell.store_proxy
-    assert proxy is not None
-    if cell.path.backfilled:
-        proxy.swallow_reply_to(CLAIM_SLOTS_SHA, 1.0)
-        assert proxy.wait_triggered(5), "no backfill claim reached the store within 5 s"
-        cell.cluster.note("lost the reply to a backfill's claim")
-    else:
-        proxy.swallow(1.0)
-    time.sleep(3)
-
-
-def store_hang(cell: Cell) -> None:
-    _outage(cell.store_proxy, FaultProxy.hang, TTL + 1)
-
-
-def replica_down(cell: Cell) -> None:
-    cell.replica.pause()
-    time.sleep(3)
-    cell.replica.resume()
-
-
-def clock_step(cell: Cell) -> None:
-    """Every beat's wall clock steps back 10 s for 3 s, forward 5 s for 1 s, then is right."""
-    for offset, hold in (("-10", 3.0), ("5", 1.0), ("0", 0.0)):
-        cell.clock_file.write_text(offset)
-        for beat in cell.cluster.beats:
-            beat.send(signal.SIGUSR2)
-        cell.cluster.note(f"clock offset {offset} s")
-        time.sleep(hold)
-
-
-FAULTS: dict[str, Callable[[Cell], None]] = {
-    "sigkill": sigkill,
-    "sigstop": sigstop,
-    "sigterm-twice": sigterm_twice,
-    "broker-refuse": broker_refuse,
-    "broker-hang": broker_hang,
-    "broker-channel-error": broker_channel_error,
-    "store-lost-reply": store_lost_reply,
-    "store-hang": store_hang,
-    "replica-down": replica_down,
-    "clock-step": clock_step,
-}
-
-
 def applies(path: Path, fault: str) -> str | None:
     """Why ``fault`` does not apply to ``path`` (None when it does)."""
     if fault == "broker-channel-error" and not path.amqp:
@@ -423,9 +294,9 @@ def diagonal() -> set[tuple[str, str]]:
             if fitting[0] in unused:
                 unused.remove(fitting[0])
     for fault in unused:
-        path = next((p for p in PATHS if applies(p, fault) is None), None)
-        if path is not None:
-            chosen.add((path.name, fault))
+        taker = next((p for p in PATHS if applies(p, fault) is None), None)
+        if taker is not None:
+            chosen.add((taker.name, fault))
     return chosen
 
 
