@@ -92,9 +92,10 @@ def test_slots_whose_publish_failed_and_whose_claim_stays_recorded_are_logged_lo
     schedulers: Make,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """The broker refuses the backfilled slots and the store stops answering before they can
-    be given back: the store still counts them as sent, so no backfill will send them; each
-    is logged as lost rather than left in silence."""
+    """The broker refuses the backfilled slots (and a trigger) and the store stops answering
+    before they can be given back: the store still counts the slots as sent, so no backfill
+    will send them; each is logged as lost rather than left in silence, and so are the rest of
+    the request and the trigger, which may not be back in the queue."""
     store_port = urlsplit(redis_url).port
     assert store_port is not None
     with FaultProxy(store_port) as proxy:
@@ -120,6 +121,7 @@ def test_slots_whose_publish_failed_and_whose_claim_stays_recorded_are_logged_lo
         try:
             private_redis.kill()
             done = admin.backfill("tick", start, at(clock))
+            triggered = admin.trigger("tick")
             before_task_publish.connect(store_gone, weak=False)
             with caplog.at_level(logging.ERROR, logger="celery_hashbeat"):
                 read(beat)
@@ -128,6 +130,9 @@ def test_slots_whose_publish_failed_and_whose_claim_stays_recorded_are_logged_lo
             assert len(lost) == len(done.to_send) == 3, lost
             for slot, line in zip(done.to_send, lost, strict=True):
                 assert f"backfill {done.request} of tick: slot {slot_iso(slot)}" in line
+            lines = [r.getMessage() for r in caplog.records]
+            assert any(f"backfill {done.request} of tick may not be back" in x for x in lines)
+            assert any(f"trigger {triggered} of tick may not have gone out" in x for x in lines)
         finally:
             before_task_publish.disconnect(store_gone)
             admin.close()
