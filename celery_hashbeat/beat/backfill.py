@@ -82,6 +82,26 @@ def split(taken: list[str]) -> tuple[list[str], list[Request]]:
     return triggers, requests
 
 
+def unqueued(request: Request, why: str) -> None:
+    """Log a request (what is left of one) that may not be back in the store's queue: nothing
+    else would say that its slots may never be sent."""
+    recorded = (
+        ", and those its unanswered claim recorded count as sent though none was"
+        if request.claimer
+        else ""
+    )
+    logger.error(
+        "beat: backfill %s of %s may not be back in the store's queue (%s): the slots from %s "
+        "to %s may not be sent%s; ask for the backfill again (no slot is sent twice)",
+        request.id,
+        request.entry,
+        why,
+        slot_iso(request.start),
+        slot_iso(request.end),
+        recorded,
+    )
+
+
 class Backfills:
     """Sends the backfill requests the leader took, a turn's worth each; says which go back to
     the store's queue for the next turn."""
@@ -124,15 +144,22 @@ class Backfills:
                 request.entry,
             )
             return None
-        slots = slots_between(entry, request.start, min(request.end, self._now_ms()), SENT_CHUNK)
+        now = self._now_ms()
+        slots = slots_between(entry, request.start, min(request.end, now), SENT_CHUNK)
         batch = slots[:SENT_CHUNK]
+        # A range that ends past this beat's clock (the operator's runs ahead of it) is kept
+        # until the clock passes its end: its slots still to come are sent then, not dropped.
+        ahead = request.end > now
         if not batch:
+            if ahead:
+                return request
             logger.info("beat: backfill %s of %s is done", request.id, entry.name)
             return None
         # This turn's claimer: the one whose answer was lost, asked again, or a new one. The
         # requests this turn hands back name none unless its claim goes unanswered too.
         claimer, request = request.claimer or uuid.uuid4().hex, request._replace(claimer="")
-        following = request._replace(start=batch[-1] + 1) if len(slots) > len(batch) else None
+        more = len(slots) > len(batch) or ahead
+        following = request._replace(start=batch[-1] + 1) if more else None
         turn = Turn(entry, request, batch, following, claimer)
         return self._guarded(turn) if entry.run_ttl_ms else self._batch(turn)
 
@@ -196,9 +223,18 @@ class Backfills:
             logger.info("beat: backfill %s of %s: sent %d slot(s)", request.id, entry.name, sent)
         if failed:
             calls = self._calls
-            calls.attempt(
+            given = calls.attempt(
                 calls.store.unclaim_slots, self._token, entry.name, failed, claimer=turn.claimer
             )
+            for slot in [s for s in failed if given is FAILED or s not in given]:
+                logger.error(
+                    "beat: backfill %s of %s: slot %s cannot be sent: its publish failed and "
+                    "its claim could not be given back, so the store counts it as sent and no "
+                    "backfill sends it",
+                    request.id,
+                    entry.name,
+                    slot_iso(slot),
+                )
         return failed
 
     def _batch(self, turn: Turn) -> Request | None:

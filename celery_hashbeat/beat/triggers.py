@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from uuid import uuid5
 
 from celery_hashbeat._logs import OVERLAP, SCHEDULER
-from celery_hashbeat.beat.backfill import split
+from celery_hashbeat.beat.backfill import split, unqueued
 from celery_hashbeat.beat.compat import BEAT_LOGGER
 from celery_hashbeat.beat.storecalls import FAILED
 from celery_hashbeat.control.pause_and_trigger import Trigger, decode_trigger, encode_trigger
@@ -150,7 +150,7 @@ class Triggers:
         runs = runs_of(triggers, self._entries, self._copies)
         if not runs:
             if later:
-                calls.attempt(calls.store.give_back_triggers, self._token, later)
+                self._give_back(later)
             return
         sendable, waiting = self._guarded(runs)
         settled = self._publisher.send_each(sendable, self._send) if sendable else []
@@ -160,11 +160,31 @@ class Triggers:
                 calls.attempt(calls.store.release_run, entry.name, task_id)
         back = given_back([*waiting, *failed]) + later
         if back:
-            calls.attempt(calls.store.give_back_triggers, self._token, back)
+            self._give_back(back)
         # A beat killed before its next store call (seconds away, perhaps) would lose them.
         outbox = self._watch.outbox
         if outbox:
             calls.attempt(calls.store.record, outbox.drain())
+
+    def _give_back(self, back: list[str]) -> None:
+        """Put ``back`` in the store's queue for the next turn; what may not be back there (the
+        store did not answer, or this beat no longer leads) is logged by name, as lost."""
+        calls = self._calls
+        given = calls.attempt(calls.store.give_back_triggers, self._token, back)
+        if given is True:
+            return
+        why = "the store did not answer" if given is FAILED else "this beat no longer leads"
+        triggers, requests = split(back)
+        for trigger in map(decode_trigger, triggers):
+            logger.error(
+                "beat: the trigger %s of %s may not have gone out: it may not be back in the "
+                "store's queue (%s); trigger the entry again if it did not run",
+                trigger.id,
+                trigger.entry,
+                why,
+            )
+        for request in requests:
+            unqueued(request, why)
 
     def _guarded(self, runs: list[tuple[Run, int]]) -> tuple[list[tuple[Run, int]], list[Run]]:
         """The runs to send now, each guarded one holding its entry's run lease, and the runs

@@ -47,7 +47,8 @@ def chaos_schedule() -> dict[str, dict[str, Any]]:
 
 def schedule_for(name: str) -> dict[str, dict[str, Any]]:
     """``chaos``; ``sparse`` (one entry every five seconds); ``failover`` (chaos plus a 250 ms
-    hashed interval, so a new leader always has a slot due within a quarter second); ``burst:N``
+    hashed interval, so a new leader always has a slot due within a quarter second); ``backfill``
+    (chaos plus an entry the test keeps paused, ``BACKFILLED``); ``burst:N``
     (N entries every second, all at once); ``wave:N`` (N entries every 5 seconds, all at once);
     ``spread-cron:N`` (N entries ``H * * * * *``, once a
     minute at a hashed second); ``spread-interval:N`` (N entries every 60 s at a hashed ms)."""
@@ -113,6 +114,13 @@ def schedule_for(name: str) -> dict[str, dict[str, Any]]:
         }
     if kind == "stored":
         return {}  # the test stores the entries as definitions
+    if kind == "backfill":
+        # Beside the chaos entries, one the test pauses before any beat starts: only backfills
+        # send its slots.
+        return {
+            **chaos_schedule(),
+            BACKFILLED: {"task": TASK, "schedule": hashcron("*/1 * * * * *")},
+        }
     if kind == "wave":
         return {
             f"wave-{i}": {"task": TASK, "schedule": hashcron("*/5 * * * * *")}
@@ -129,6 +137,9 @@ def schedule_for(name: str) -> dict[str, dict[str, Any]]:
         }
     raise ValueError(f"unknown chaos schedule {name!r}")
 
+
+#: The ``backfill`` schedule's paused entry, whose slots only backfills send.
+BACKFILLED = "paused-1s"
 
 #: The worker nodes the ``fan-out`` schedule's entry is copied to.
 FANNED_NODES = ("celery@chaos-1", "celery@chaos-2")

@@ -30,6 +30,15 @@ from tests.support.processes import Process, ProcessGroup, celery_beat_args, wai
 
 #: The beat's line for a slot whose publish may or may not have reached the broker.
 AMBIGUOUS = re.compile(r"beat: (\S+) slot (\S+) may or may not have reached the broker")
+#: The beat's line for a backfilled slot that may not have gone out, or never can.
+BACKFILL_LOST = re.compile(
+    r"beat: backfill \S+ of (\S+): slot (\S+) (?:may not have gone out|cannot be sent)"
+)
+#: The beat's line for the rest of a backfill it may not have put back in the store's queue.
+BACKFILL_UNQUEUED = re.compile(
+    r"beat: backfill \S+ of (\S+) may not be back in the store's queue[^\n]*? the slots "
+    r"from (\S+) to (\S+) may not be sent"
+)
 
 APP = "tests.chaos.app"
 
@@ -144,6 +153,31 @@ def problems(
             found.append(
                 f"lost: {entry} never enqueued {len(missing)} slot(s) {missing[:10]} between "
                 f"{min(slots)} and {max(slots)} (lifetime {lifetime})"
+            )
+    return found
+
+
+def backfill_problems(
+    deliveries: Sequence[Delivery],
+    asked: Mapping[str, set[int]],
+    lost: frozenset[tuple[str, int]] = frozenset(),
+) -> list[str]:
+    """What the enqueues of entries that only backfills send (``asked``: entry -> the slots of
+    every backfill asked of it) violate: each slot at most once, only slots asked for, and every
+    slot asked for at least once unless a beat logged it ``lost``."""
+    found: list[str] = []
+    counts = Counter((d.entry, d.slot) for d in deliveries if d.entry in asked)
+    for (entry, slot), count in sorted(counts.items()):
+        if count > 1:
+            found.append(f"duplicate: backfilled {entry} slot {slot} enqueued {count} times")
+        if slot not in asked[entry]:
+            found.append(f"{entry} slot {slot} enqueued, though no backfill asked for it")
+    for entry, slots in sorted(asked.items()):
+        missing = sorted(s for s in slots if (entry, s) not in counts and (entry, s) not in lost)
+        if missing:
+            found.append(
+                f"lost: backfills of {entry} never enqueued {len(missing)} slot(s) "
+                f"{missing[:10]}, nor did a beat log them as perhaps lost"
             )
     return found
 
@@ -386,7 +420,8 @@ class Cluster:
         now = time.time() * 1000
         last: dict[str, int] = {}
         for d in self.recorder.deliveries():
-            last[d.entry] = max(d.slot, last.get(d.entry, d.slot))
+            if d.entry in self.schedule:  # not an entry judged apart (only backfills send it)
+                last[d.entry] = max(d.slot, last.get(d.entry, d.slot))
         upcoming: list[int] = []
         for name, anchor in last.items():
             slot = anchor
@@ -433,11 +468,12 @@ class Cluster:
 
         wait_until(idle, timeout, interval=0.05)
 
-    def problems(self) -> list[str]:
+    def problems(self, apart: frozenset[str] = frozenset()) -> list[str]:
+        """The judgement of every entry but those judged ``apart`` (by the caller)."""
         return [
             *(f"malformed message: {text}" for text in self.recorder.malformed),
             *problems(
-                self.recorder.deliveries(),
+                [d for d in self.recorder.deliveries() if d.entry not in apart],
                 self.schedule,
                 catch_up_all=self.catch_up == "all",
                 wipes=self.wipes,
@@ -448,12 +484,18 @@ class Cluster:
         ]
 
     def ambiguous(self) -> frozenset[tuple[str, int]]:
-        """The slots the beats logged as perhaps sent, perhaps not."""
+        """The slots the beats logged as perhaps sent, perhaps not (or, backfilled, never)."""
         found = set()
+        planned = schedule_for(self.env["HASHBEAT_CHAOS_SCHEDULE"])
         for process in self.processes.started:
             text = process.log.read_text(errors="replace") if process.log.exists() else ""
-            for entry, when in AMBIGUOUS.findall(text):
+            for entry, when in [*AMBIGUOUS.findall(text), *BACKFILL_LOST.findall(text)]:
                 found.add((entry, to_ms(datetime.fromisoformat(when))))
+            for entry, first, last in BACKFILL_UNQUEUED.findall(text):
+                schedule = planned[entry]["schedule"]
+                start = next_slot(entry, schedule, to_ms(datetime.fromisoformat(first)) - 1)
+                end = to_ms(datetime.fromisoformat(last))
+                found.update((entry, slot) for slot in _walk(entry, schedule, start, end))
         return frozenset(found)
 
     def diagnostics(self, lines: int = 25) -> str:

@@ -2,43 +2,40 @@
 
 A *path* is a way a slot travels from the leader to the broker (the Redis batch, the AMQP batch with
 and without publisher confirms, the per-message fallback, a hooked ``apply_entry``, messages made
-ahead for a burst, run leases, per-worker copies, operators' triggers, stored definitions). A
-*fault* is something production does to a beat, its broker or its store (SIGKILL, SIGSTOP past the
-lease, two SIGTERMs, a broker that refuses, hangs or closes the channel, a store that loses a reply,
-hangs or loses its replica, a clock step). A *cell* runs two real ``celery beat`` processes on one
-path, strikes with one fault, lets the beats heal, and hands the record to the harness's judge:
-every (entry, slot) at most once, and (``catch_up="all"``) at least once except what a beat logged
-as "may or may not have reached the broker"; every trigger at most once, and at least once unless
-logged lost."""
+ahead for a burst, run leases, per-worker copies, operators' triggers and backfills, stored
+definitions). A *fault* is something production does to a beat, its broker or its store (SIGKILL,
+SIGSTOP past the lease, two SIGTERMs, a broker that refuses, hangs or closes the channel, a store
+that loses a reply, hangs or loses its replica, a clock step: tests/chaos/faults.py). A *cell* runs
+two real ``celery beat`` processes on one path, strikes with one fault, lets the beats heal, and
+hands the record to the harness's judge: every (entry, slot) at most once, and
+(``catch_up="all"``) at least once except what a beat logged as "may or may not have reached the
+broker"; every trigger at most once, and at least once unless logged lost; every backfilled slot
+at most once, and at least once unless logged perhaps lost."""
 
 from __future__ import annotations
 
 import contextlib
-import signal
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 from pathlib import Path as FilePath
 from typing import Any
 
 from celery import Celery
 from celery.utils.nodenames import worker_direct
 
-from celery_hashbeat import hashcron
 from celery_hashbeat.control.admin import ScheduleAdmin
 from celery_hashbeat.entries.fanout import sub_name
-from tests.chaos.app import FANNED_NODES, TASK, chaos_schedule, schedule_for
-from tests.chaos.harness import Cluster, token_pid
-from tests.support.processes import Process
+from tests.chaos.app import BACKFILLED, FANNED_NODES, TASK, chaos_schedule, schedule_for
+from tests.chaos.faults import FAULTS, TTL
+from tests.chaos.harness import Cluster, backfill_problems
 from tests.support.proxy import FaultProxy
 from tests.support.rabbitmq import private_vhost, unavailable
 from tests.support.redis_server import RedisProcess
 from tests.support.redis_topologies import Topology, in_sync, wait_for
 
-TTL = 3.0
-#: Two SIGTERMs must still end a beat cleanly within this (docs/design.md §10 says a second).
-STOP_BOUND = 3.0
 #: A trigger a beat logged as perhaps lost.
 TRIGGER_LOST = "may not have gone out"
 
@@ -55,6 +52,9 @@ class Path:
     stored: bool = False
     #: An operator triggers an entry twice a second while the fault lasts.
     triggered: bool = False
+    #: An operator backfills the last two seconds of a paused entry (BACKFILLED, whose slots
+    #: only backfills send) and of a running one twice a second while the fault lasts.
+    backfilled: bool = False
 
     def expected(self) -> dict[str, dict[str, Any]]:
         """The entries the judge expects, by the names their messages carry."""
@@ -67,6 +67,7 @@ class Path:
                 expected[sub_name(name, node)] = spec
             if "workers" not in spec:
                 expected[name] = spec
+        expected.pop(BACKFILLED, None)  # judged on its own (Cell.problems)
         return expected
 
 
@@ -81,6 +82,7 @@ PATHS: tuple[Path, ...] = (
     Path("fan-out", schedule="fan-out"),
     Path("trigger", triggered=True),
     Path("stored", schedule="stored", stored=True),
+    Path("backfill", schedule="backfill", backfilled=True),
 )
 
 
@@ -101,6 +103,11 @@ class Cell:
     replica: Any = None
     chaos: Cluster | None = None
     triggers_asked: list[str] = field(default_factory=list)
+    #: The slots of every backfill of BACKFILLED asked, and how many backfills were asked.
+    backfills_asked: set[int] = field(default_factory=set)
+    backfills: int = 0
+    #: The operator's calls that raised (the first few), to tell a cell that asked nothing why.
+    refused: list[str] = field(default_factory=list)
 
     @property
     def cluster(self) -> Cluster:
@@ -129,6 +136,9 @@ class Cell:
             with self.admin() as admin:
                 for name, spec in chaos_schedule().items():
                     admin.add(name, TASK, spec["schedule"], allow_unregistered_task=True)
+        if path.backfilled:
+            with self.admin() as admin:
+                admin.pause(BACKFILLED, reason="only backfills send it")
         chaos = self.make_cluster(
             broker_url=self.broker_url,
             store_url=store_url,
@@ -154,9 +164,11 @@ class Cell:
 
     @contextlib.contextmanager
     def admin(self) -> Iterator[ScheduleAdmin]:
-        """An operator's ScheduleAdmin on the cell's store, as the chaos app is configured."""
+        """An operator's ScheduleAdmin on the cell's store, as the chaos app is configured (its
+        beat_schedule too: the admin refuses entries it does not know)."""
         app = Celery("matrix-operator", broker=self.broker_url)
         app.conf.update(
+            beat_schedule=schedule_for(self.path.schedule),
             hashbeat_store_url=self.store_url,
             hashbeat_key_prefix=self.prefix,
             task_default_queue="matrix",
@@ -188,9 +200,17 @@ class Cell:
     # Judging ---------------------------------------------------------------------------------
 
     def problems(self) -> list[str]:
-        """The harness's judgement, and the triggers': none twice, none lost unless logged."""
+        """The harness's judgement, the triggers' and the backfills': none twice, none lost
+        unless logged."""
         chaos = self.cluster
-        found = chaos.problems()
+        found = chaos.problems(apart=frozenset({BACKFILLED}))
+        if self.path.backfilled:
+            asked = {BACKFILLED: self.backfills_asked}
+            found += backfill_problems(chaos.recorder.deliveries(), asked, chaos.ambiguous())
+            if not self.backfills:
+                found.append(f"no backfill was asked: the operator's calls raised {self.refused}")
+        if self.path.triggered and not self.triggers_asked:
+            found.append(f"no trigger was asked: the operator's calls raised {self.refused}")
         delivered = [task_id for _, task_id in chaos.recorder.triggered]
         twice = sorted({t for t in delivered if delivered.count(t) > 1})
         found += [f"trigger {task_id} enqueued twice" for task_id in twice]
@@ -206,10 +226,27 @@ class Cell:
         return found
 
 
+def trigger(cell: Cell, admin: ScheduleAdmin) -> None:
+    cell.triggers_asked.append(admin.trigger("every-second"))
+
+
+def backfill(cell: Cell, admin: ScheduleAdmin) -> None:
+    """Backfill the last two seconds of the paused entry, then of a running one (whose slots
+    the leader sends too, or is about to)."""
+    for name in (BACKFILLED, "every-second"):
+        now = datetime.now(timezone.utc)
+        done = admin.backfill(name, now - timedelta(seconds=2), now)
+        cell.backfills += 1
+        if name == BACKFILLED:
+            cell.backfills_asked.update(done.slots)
+
+
 @contextlib.contextmanager
-def triggering(cell: Cell, every_s: float = 0.5) -> Iterator[None]:
-    """While the body runs, trigger ``every-second`` every ``every_s`` through the store."""
-    if not cell.path.triggered:
+def operating(cell: Cell, every_s: float = 0.5) -> Iterator[None]:
+    """While the body runs, an operator triggers or backfills every ``every_s`` through the
+    store, as the cell's path says."""
+    act = trigger if cell.path.triggered else backfill if cell.path.backfilled else None
+    if act is None:
         yield
         return
     stop = threading.Event()
@@ -217,128 +254,19 @@ def triggering(cell: Cell, every_s: float = 0.5) -> Iterator[None]:
 
         def ask() -> None:
             while not stop.wait(every_s):
-                with contextlib.suppress(Exception):
-                    cell.triggers_asked.append(admin.trigger("every-second"))
+                try:
+                    act(cell, admin)
+                except Exception as exc:  # kept for the judge to show
+                    if len(cell.refused) < 3:
+                        cell.refused.append(repr(exc))
 
-        thread = threading.Thread(target=ask, name="matrix-trigger", daemon=True)
+        thread = threading.Thread(target=ask, name="matrix-operator", daemon=True)
         thread.start()
         try:
             yield
         finally:
             stop.set()
             thread.join(10)
-
-
-# Faults ---------------------------------------------------------------------------------------
-
-
-def _leader(cell: Cell) -> Process:
-    return cell.cluster.steady()
-
-
-def sigkill(cell: Cell) -> None:
-    """The leader killed between ticks (a kill mid-claim loses its slots by design, §10)."""
-    leader = _leader(cell)
-    cell.cluster.quiet_moment()
-    leader.kill()
-    cell.cluster.note(f"SIGKILL {leader.name}")
-    cell.cluster.gone(leader)
-    time.sleep(TTL + 1.5)
-
-
-def sigstop(cell: Cell) -> None:
-    """The leader frozen past its lease, then thawed."""
-    leader = _leader(cell)
-    cell.cluster.quiet_moment()
-    leader.pause()
-    cell.cluster.note(f"SIGSTOP {leader.name}")
-    time.sleep(TTL + 1.5)
-    leader.resume()
-    cell.cluster.note(f"SIGCONT {leader.name}")
-
-
-def sigterm_twice(cell: Cell) -> None:
-    """Two SIGTERMs back to back: a clean exit that still gives the lease up."""
-    leader = _leader(cell)
-    leader.send(signal.SIGTERM)
-    leader.send(signal.SIGTERM)
-    code = leader.wait(STOP_BOUND + 3)
-    cell.cluster.note(f"two SIGTERMs: {leader.name} exited {code}")
-    assert code == 0, f"{leader.name} exited {code} after two SIGTERMs"
-    holder = cell.cluster.leader_token()
-    assert holder is None or token_pid(holder) != leader.pid, "two SIGTERMs kept the lease"
-    cell.cluster.gone(leader)
-    time.sleep(2)
-
-
-def _outage(proxy: FaultProxy | None, strike: Callable[[FaultProxy], None], seconds: float) -> None:
-    assert proxy is not None
-    strike(proxy)
-    time.sleep(seconds)
-    proxy.pass_through()
-
-
-def broker_refuse(cell: Cell) -> None:
-    _outage(cell.broker_proxy, FaultProxy.refuse, 3)
-
-
-def broker_hang(cell: Cell) -> None:
-    """Past the publish bound (max(TTL, 5 s)), so a hung publish is left behind."""
-    _outage(cell.broker_proxy, FaultProxy.hang, 6)
-
-
-def broker_channel_error(cell: Cell) -> None:
-    """An entry whose messages the broker refuses (an exchange it does not have) for a while."""
-    with cell.admin() as admin:
-        admin.add(
-            "bad-exchange",
-            TASK,
-            hashcron("*/1 * * * * *"),
-            options={"exchange": "no-such-exchange", "routing_key": "nowhere"},
-            allow_unregistered_task=True,
-        )
-        time.sleep(4)
-        admin.remove("bad-exchange")
-
-
-def store_lost_reply(cell: Cell) -> None:
-    assert cell.store_proxy is not None
-    cell.store_proxy.swallow(1.0)
-    time.sleep(3)
-
-
-def store_hang(cell: Cell) -> None:
-    _outage(cell.store_proxy, FaultProxy.hang, TTL + 1)
-
-
-def replica_down(cell: Cell) -> None:
-    cell.replica.pause()
-    time.sleep(3)
-    cell.replica.resume()
-
-
-def clock_step(cell: Cell) -> None:
-    """Every beat's wall clock steps back 10 s for 3 s, forward 5 s for 1 s, then is right."""
-    for offset, hold in (("-10", 3.0), ("5", 1.0), ("0", 0.0)):
-        cell.clock_file.write_text(offset)
-        for beat in cell.cluster.beats:
-            beat.send(signal.SIGUSR2)
-        cell.cluster.note(f"clock offset {offset} s")
-        time.sleep(hold)
-
-
-FAULTS: dict[str, Callable[[Cell], None]] = {
-    "sigkill": sigkill,
-    "sigstop": sigstop,
-    "sigterm-twice": sigterm_twice,
-    "broker-refuse": broker_refuse,
-    "broker-hang": broker_hang,
-    "broker-channel-error": broker_channel_error,
-    "store-lost-reply": store_lost_reply,
-    "store-hang": store_hang,
-    "replica-down": replica_down,
-    "clock-step": clock_step,
-}
 
 
 def applies(path: Path, fault: str) -> str | None:
@@ -366,9 +294,9 @@ def diagonal() -> set[tuple[str, str]]:
             if fitting[0] in unused:
                 unused.remove(fitting[0])
     for fault in unused:
-        path = next((p for p in PATHS if applies(p, fault) is None), None)
-        if path is not None:
-            chosen.add((path.name, fault))
+        taker = next((p for p in PATHS if applies(p, fault) is None), None)
+        if taker is not None:
+            chosen.add((taker.name, fault))
     return chosen
 
 
@@ -376,7 +304,7 @@ def run(cell: Cell) -> list[str]:
     """Start, strike, heal, stop; the judge's findings."""
     chaos = cell.start()
     chaos.steady(timeout=40)
-    with triggering(cell):
+    with operating(cell):
         FAULTS[cell.fault](cell)
         chaos.steady(timeout=40)
         time.sleep(1)

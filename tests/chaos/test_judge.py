@@ -5,13 +5,23 @@ Fast and single-process: if ``problems`` ever went blind, the slow scenarios wou
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 
 import pytest
 
 from celery_hashbeat import hashcron, hashinterval
+from celery_hashbeat.beat.backfill import unqueued
+from celery_hashbeat.control.backfill import Request, slot_iso
 from tests.chaos.app import TASK, chaos_schedule
-from tests.chaos.harness import next_slot, problems, task_id, token_pid
+from tests.chaos.harness import (
+    BACKFILL_UNQUEUED,
+    backfill_problems,
+    next_slot,
+    problems,
+    task_id,
+    token_pid,
+)
 from tests.support.broker import Delivery, iso_to_ms
 
 SECOND = 1000
@@ -107,3 +117,33 @@ def test_only_the_slots_a_beat_called_ambiguous_may_be_missing() -> None:
     assert (
         problems(seconds(0, 1), SCHEDULE, catch_up_all=False, fences=fences, ambiguous=kept) == []
     )
+
+
+def test_backfilled_slots_are_judged_each_at_most_once_and_only_if_asked() -> None:
+    asked = {"paused": {T0, T0 + SECOND, T0 + 2 * SECOND}}
+    assert backfill_problems(seconds(0, 1, 2, entry="paused"), asked) == []
+    others = [*seconds(0, 1, 2, entry="paused"), *seconds(7, 7)]  # another entry's: not here
+    assert backfill_problems(others, asked) == []
+    broken = {
+        "duplicate: backfilled paused slot": seconds(0, 1, 1, 2, entry="paused"),
+        "though no backfill asked for it": seconds(0, 1, 2, 5, entry="paused"),
+        "never enqueued 1 slot(s)": seconds(0, 2, entry="paused"),
+    }
+    for complaint, deliveries in broken.items():
+        found = backfill_problems(deliveries, asked)
+        assert len(found) == 1 and complaint in found[0], found
+    logged = frozenset({("paused", T0 + SECOND)})
+    assert backfill_problems(seconds(0, 2, entry="paused"), asked, logged) == []
+
+
+@pytest.mark.parametrize("claimer", ["", "c1"])
+def test_the_judge_reads_the_range_of_a_backfill_left_out_of_the_queue(
+    claimer: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The line a beat writes for the rest of a backfill it could not queue again (read as the
+    judge's leave for those slots to be missing) is the line the judge parses."""
+    request = Request("paused", "r1", T0 + 1, T0 + 5 * SECOND, T0, claimer)
+    with caplog.at_level(logging.ERROR):
+        unqueued(request, "this beat no longer leads")
+    read = BACKFILL_UNQUEUED.findall(caplog.text)
+    assert read == [("paused", slot_iso(T0 + 1), slot_iso(T0 + 5 * SECOND))]

@@ -1,0 +1,139 @@
+"""Backfills the leader cannot finish as asked: a range ending past its clock waits for it, and
+the slots it may leave unsent (a request it could not queue again, a claim it could not give
+back) are logged by name, never dropped in silence (beat/backfill.py)."""
+
+from __future__ import annotations
+
+import logging
+from urllib.parse import urlsplit
+
+import pytest
+from celery import Celery
+from celery.signals import after_task_publish, before_task_publish
+
+from celery_hashbeat.control.admin import ScheduleAdmin
+from celery_hashbeat.control.backfill import Request, encode_request, slot_iso
+from celery_hashbeat.publish.message import slot_task_id
+from tests.control.fixtures import read
+from tests.control.test_backfill import LEASE_MS, at, leading, ms, slot_ids
+from tests.support.beat_fixtures import Broker, Clock, Make
+from tests.support.proxy import FaultProxy
+from tests.support.redis_server import RedisProcess
+
+
+def test_a_range_ending_past_the_leaders_clock_waits_for_it_rather_than_ending_early(
+    admin: ScheduleAdmin, app: Celery, broker: Broker, clock: Clock, schedulers: Make
+) -> None:
+    """The operator's clock may run ahead of the leader's (a host's clock, a step back): the
+    slots of the range still in the leader's future are sent once its clock passes them, not
+    dropped with the request (the matrix's clock-step cell lost them so, logging it done)."""
+    start = ms(clock)
+    beat = leading(app, clock, schedulers)
+    admin.pause("tick", reason="only the backfill sends it")
+    read(beat)
+    slot_ids(broker)
+    ahead = Request("tick", "operator-ahead", start, ms(clock, 20), ms(clock, 20))
+    admin.store.ask(encode_request(ahead))
+    read(beat)
+    assert slot_ids(broker) == [slot_task_id("tick", ms(clock, s)) for s in (-35, -25, -15)]
+    clock.advance(1)
+    read(beat)  # a turn with nothing due yet keeps the request
+    assert slot_ids(broker) == []
+    clock.advance(19)
+    read(beat)
+    assert slot_ids(broker) == [slot_task_id("tick", ms(clock, s)) for s in (-15, -5)]
+    clock.advance(10)
+    read(beat)
+    assert slot_ids(broker) == []
+
+
+def test_the_rest_of_a_backfill_a_deposed_leader_cannot_queue_again_is_logged_with_its_slots(
+    admin: ScheduleAdmin,
+    app: Celery,
+    broker: Broker,
+    clock: Clock,
+    schedulers: Make,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The leader loses its lease during a turn (another beat took it while it published): it
+    can no longer put the rest of the request back in the store's queue, so it says which slots
+    may never be sent, rather than dropping them in silence."""
+    beat = leading(app, clock, schedulers)
+    admin.pause("tick", reason="only the backfill sends it")
+    read(beat)
+    slot_ids(broker)
+    ahead = Request("tick", "deposed-mid-turn", ms(clock, -40), ms(clock, 20), ms(clock))
+    admin.store.ask(encode_request(ahead))
+
+    def take_the_lease(**_: object) -> None:
+        lease = admin.store.leader()
+        if lease is not None and lease.token != "another:1:beat":
+            admin.store.release(lease.token)
+            assert admin.store.acquire("another:1:beat", LEASE_MS)
+
+    after_task_publish.connect(take_the_lease, weak=False)
+    try:
+        with caplog.at_level(logging.ERROR, logger="celery_hashbeat"):
+            read(beat)
+    finally:
+        after_task_publish.disconnect(take_the_lease)
+    assert len(slot_ids(broker)) == 3
+    assert admin.store.triggers() == []
+    lines = [r.getMessage() for r in caplog.records if "deposed-mid-turn" in r.getMessage()]
+    assert len(lines) == 1, lines
+    assert f"from {slot_iso(ms(clock, -5) + 1)} to {slot_iso(ms(clock, 20))} may not be" in lines[0]
+
+
+def test_slots_whose_publish_failed_and_whose_claim_stays_recorded_are_logged_lost(
+    private_redis: RedisProcess,
+    redis_url: str,
+    key_prefix: str,
+    clock: Clock,
+    schedulers: Make,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The broker refuses the backfilled slots (and a trigger) and the store stops answering
+    before they can be given back: the store still counts the slots as sent, so no backfill
+    will send them; each is logged as lost rather than left in silence, and so are the rest of
+    the request and the trigger, which may not be back in the queue."""
+    store_port = urlsplit(redis_url).port
+    assert store_port is not None
+    with FaultProxy(store_port) as proxy:
+        app = Celery(f"backfill-{key_prefix}", set_as_current=False)
+        app.conf.update(
+            broker_url=private_redis.url,
+            broker_transport_options={"socket_timeout": 1.0},
+            broker_connection_timeout=1.0,
+            task_default_queue="backfilled",
+            beat_enable_remote_control=False,
+            hashbeat_store_url=proxy.url("socket_timeout=0.5"),
+            hashbeat_key_prefix=key_prefix,
+        )
+        start = at(clock)
+        beat = leading(app, clock, schedulers)
+        app.conf.hashbeat_store_url = redis_url
+        admin = ScheduleAdmin(app)
+        admin.clock = clock
+
+        def store_gone(**_: object) -> None:
+            proxy.refuse()
+
+        try:
+            private_redis.kill()
+            done = admin.backfill("tick", start, at(clock))
+            triggered = admin.trigger("tick")
+            before_task_publish.connect(store_gone, weak=False)
+            with caplog.at_level(logging.ERROR, logger="celery_hashbeat"):
+                read(beat)
+            assert admin.store.recorded("tick", done.to_send).sent == set(done.to_send)
+            lost = [r.getMessage() for r in caplog.records if "cannot be sent" in r.getMessage()]
+            assert len(lost) == len(done.to_send) == 3, lost
+            for slot, line in zip(done.to_send, lost, strict=True):
+                assert f"backfill {done.request} of tick: slot {slot_iso(slot)}" in line
+            lines = [r.getMessage() for r in caplog.records]
+            assert any(f"backfill {done.request} of tick may not be back" in x for x in lines)
+            assert any(f"trigger {triggered} of tick may not have gone out" in x for x in lines)
+        finally:
+            before_task_publish.disconnect(store_gone)
+            admin.close()
+            app.close()
