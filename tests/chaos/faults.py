@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from celery_hashbeat import hashcron
-from celery_hashbeat.store.redis.scripts import CLAIM_SLOTS_SCRIPT
+from celery_hashbeat.store.redis.scripts.sent import CLAIM_SLOTS_SCRIPT
 from tests.chaos.app import TASK
 from tests.chaos.harness import token_pid
 from tests.support.proxy import FaultProxy
