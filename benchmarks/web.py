@@ -20,13 +20,11 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import threading
 import time
 import urllib.request
 import uuid
 from pathlib import Path
 
-import waitress
 from celery import Celery
 
 from celery_hashbeat import hashcron
@@ -40,6 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.support.redis_server import RedisProcess  # noqa: E402
+from tests.support.serving import served  # noqa: E402
 
 SHAPES = ("H * * * *", "H H * * *", "H/15 * * * *", "H H(0-5) * * 1-5")
 
@@ -94,29 +93,26 @@ def main() -> None:
             )
             app.task(name="bench.task")(bench_task)
             console = make_app(app, token="bench")
-            server = waitress.create_server(console, host="127.0.0.1", port=0, threads=2)
-            thread = threading.Thread(target=server.run, daemon=True)
-            thread.start()
-            base = f"http://127.0.0.1:{server.effective_port}"
-            cold = fetch(base, "/")
-            rows.append((size, "entries page, cold", cold, cold))
-            for label, path in pages.items():
-                fetch(base, path)
-                times = [fetch(base, path) for _ in range(options.runs)]
-                rows.append((size, label, statistics.median(times), max(times)))
-            after = []
-            for run in range(options.runs):
-                console.admin.pause(f"tenant-{run * 10 + 1}-sync", "benchmark")
-                after.append(fetch(base, "/"))
-            rows.append((size, "entries page, paused", statistics.median(after), max(after)))
-            changed = []
-            for run in range(options.runs):
-                shape = SHAPES[(run * 10 + 3 + 1) % len(SHAPES)]
-                console.admin.update(f"tenant-{run * 10 + 3}-sync", schedule=hashcron(shape))
-                changed.append(fetch(base, "/"))
-            rows.append((size, "entries page, changed", statistics.median(changed), max(changed)))
-            server.task_dispatcher.shutdown()  # its threads finish before their sockets close
-            server.close()
+            with served(console) as base:
+                cold = fetch(base, "/")
+                rows.append((size, "entries page, cold", cold, cold))
+                for label, path in pages.items():
+                    fetch(base, path)
+                    times = [fetch(base, path) for _ in range(options.runs)]
+                    rows.append((size, label, statistics.median(times), max(times)))
+                after = []
+                for run in range(options.runs):
+                    console.admin.pause(f"tenant-{run * 10 + 1}-sync", "benchmark")
+                    after.append(fetch(base, "/"))
+                rows.append((size, "entries page, paused", statistics.median(after), max(after)))
+                changed = []
+                for run in range(options.runs):
+                    shape = SHAPES[(run * 10 + 3 + 1) % len(SHAPES)]
+                    console.admin.update(f"tenant-{run * 10 + 3}-sync", schedule=hashcron(shape))
+                    changed.append(fetch(base, "/"))
+                rows.append(
+                    (size, "entries page, changed", statistics.median(changed), max(changed))
+                )
             console.admin.close()
     print(f"{'entries':>8}  {'request':<22} {'median s':>9} {'max s':>7}")
     for size, label, median, most in rows:

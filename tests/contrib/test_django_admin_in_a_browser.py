@@ -11,7 +11,8 @@ from celery import Celery
 
 from celery_hashbeat.control.admin import ScheduleAdmin
 from tests.contrib.conftest import make_user
-from tests.support.browser import browser, by_label, click, screenshot, served, shows
+from tests.support.browser import browser, by_label, click, screenshot, shows
+from tests.support.serving import served
 
 __all__ = ["browser"]
 

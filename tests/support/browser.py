@@ -8,20 +8,20 @@ from __future__ import annotations
 
 import os
 import shutil
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import waitress
 from selenium import webdriver
-from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
+from selenium.common.exceptions import (
+    StaleElementReferenceException,
+    TimeoutException,
+    WebDriverException,
+)
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.wait import WebDriverWait
-from waitress import wasyncore
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
@@ -60,23 +60,6 @@ def browser() -> Iterator[Any]:
     driver.quit()
 
 
-@contextmanager
-def served(wsgi_app: Any) -> Iterator[str]:
-    """``wsgi_app`` served by waitress on a free loopback port; yields its base URL."""
-    sockets: dict[int, Any] = {}  # waitress's loop runs while it has sockets to serve
-    server = waitress.create_server(wsgi_app, map=sockets, host="127.0.0.1", port=0, threads=2)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.effective_port}"
-    finally:
-        # The browser's kept-alive connections too, or the loop serves them until it quits.
-        server.task_dispatcher.shutdown()
-        wasyncore.close_all(sockets)
-        thread.join(timeout=5)
-        assert not thread.is_alive(), "the console's server did not stop"
-
-
 def screenshot(driver: Any, name: str) -> None:
     """Save the page as ``name``.png in HASHBEAT_SCREENSHOTS, when it is set (docs/console.md)."""
     where = os.environ.get("HASHBEAT_SCREENSHOTS")
@@ -99,6 +82,26 @@ def by_label(driver: Any, label: str) -> Any:
     return driver.find_element(By.ID, found.get_attribute("for"))
 
 
+class PageGone(StaleElementReferenceException):
+    """A read or click that met the page going away under it: tried again."""
+
+
+def on_this_page(act: Callable[[Any], bool]) -> Callable[[Any], bool]:
+    """``act`` for ``WebDriverWait``, with Chrome's other word for an element of a page that is
+    going away ("does not belong to the document", not a stale element) made a stale element:
+    a person looks again on the page that comes next."""
+
+    def acted(driver: Any) -> bool:
+        try:
+            return act(driver)
+        except WebDriverException as exc:
+            if "does not belong to the document" in str(exc):
+                raise PageGone(str(exc)) from exc
+            raise
+
+    return acted
+
+
 def click(driver: Any, text: str, timeout_s: float = 10.0) -> None:
     """Click the button or link a person finds by its visible text. The page may swap the
     element between finding and clicking it (the entries page refreshes its table, a form's
@@ -110,7 +113,7 @@ def click(driver: Any, text: str, timeout_s: float = 10.0) -> None:
         return True
 
     WebDriverWait(driver, timeout_s, ignored_exceptions=(StaleElementReferenceException,)).until(
-        clicked
+        on_this_page(clicked)
     )
 
 
@@ -121,7 +124,9 @@ def shows(driver: Any, text: str, timeout_s: float = 10.0) -> bool:
     try:
         WebDriverWait(
             driver, timeout_s, ignored_exceptions=(StaleElementReferenceException,)
-        ).until(lambda d: text.lower() in d.find_element(By.TAG_NAME, "body").text.lower())
+        ).until(
+            on_this_page(lambda d: text.lower() in d.find_element(By.TAG_NAME, "body").text.lower())
+        )
     except TimeoutException:
         return False
     return True

@@ -18,7 +18,8 @@ from celery_hashbeat.publish.message import TRIGGER_HEADER
 from celery_hashbeat.schedules import hashcron
 from celery_hashbeat.web import make_app
 from tests.support.beat_fixtures import Broker, run_for
-from tests.support.browser import browser, by_label, click, screenshot, served, shows
+from tests.support.browser import browser, by_label, click, screenshot, shows
+from tests.support.serving import served
 from tests.web.conftest import TOKEN
 
 __all__ = ["browser"]
