@@ -55,6 +55,22 @@ def leading(app: Celery, clock: Clock, schedulers: Make, overlap: str = "allow")
     return beat
 
 
+def broker_apart(key_prefix: str, broker_url: str, store_url: str) -> Celery:
+    """An app whose broker (a private Redis a test may kill or cut off) is not its store, with
+    publish timeouts short enough that a dead broker fails a publish within the test."""
+    app = Celery(f"backfill-{key_prefix}", set_as_current=False)
+    app.conf.update(
+        broker_url=broker_url,
+        broker_transport_options={"socket_timeout": 1.0},
+        broker_connection_timeout=1.0,
+        task_default_queue="backfilled",
+        beat_enable_remote_control=False,
+        hashbeat_store_url=store_url,
+        hashbeat_key_prefix=key_prefix,
+    )
+    return app
+
+
 def end_run(admin: ScheduleAdmin, clock: Clock) -> None:
     """The run of the slot the beat sent (at +30 s) ends, as its worker would end it."""
     assert admin.store.release_run("tick", slot_task_id("tick", ms(clock, -5)))
@@ -200,16 +216,7 @@ def test_slots_a_dead_broker_refused_are_given_back_and_sent_once_it_returns(
     clock: Clock,
     schedulers: Make,
 ) -> None:
-    app = Celery(f"backfill-{key_prefix}", set_as_current=False)
-    app.conf.update(
-        broker_url=private_redis.url,
-        broker_transport_options={"socket_timeout": 1.0},
-        broker_connection_timeout=1.0,
-        task_default_queue="backfilled",
-        beat_enable_remote_control=False,
-        hashbeat_store_url=redis_url,
-        hashbeat_key_prefix=key_prefix,
-    )
+    app = broker_apart(key_prefix, private_redis.url, redis_url)
     start = at(clock)
     beat = leading(app, clock, schedulers)
     admin = ScheduleAdmin(app)

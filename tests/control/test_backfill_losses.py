@@ -15,7 +15,7 @@ from celery_hashbeat.control.admin import ScheduleAdmin
 from celery_hashbeat.control.backfill import Request, encode_request, slot_iso
 from celery_hashbeat.publish.message import slot_task_id
 from tests.control.fixtures import read
-from tests.control.test_backfill import LEASE_MS, at, leading, ms, slot_ids
+from tests.control.test_backfill import LEASE_MS, at, broker_apart, leading, ms, slot_ids
 from tests.support.beat_fixtures import Broker, Clock, Make
 from tests.support.proxy import FaultProxy
 from tests.support.redis_server import RedisProcess
@@ -99,16 +99,7 @@ def test_slots_whose_publish_failed_and_whose_claim_stays_recorded_are_logged_lo
     store_port = urlsplit(redis_url).port
     assert store_port is not None
     with FaultProxy(store_port) as proxy:
-        app = Celery(f"backfill-{key_prefix}", set_as_current=False)
-        app.conf.update(
-            broker_url=private_redis.url,
-            broker_transport_options={"socket_timeout": 1.0},
-            broker_connection_timeout=1.0,
-            task_default_queue="backfilled",
-            beat_enable_remote_control=False,
-            hashbeat_store_url=proxy.url("socket_timeout=0.5"),
-            hashbeat_key_prefix=key_prefix,
-        )
+        app = broker_apart(key_prefix, private_redis.url, proxy.url("socket_timeout=0.5"))
         start = at(clock)
         beat = leading(app, clock, schedulers)
         app.conf.hashbeat_store_url = redis_url

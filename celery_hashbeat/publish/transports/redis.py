@@ -273,7 +273,7 @@ class Packed:
 
     @classmethod
     def of(cls, messages: list[list[Command]], encoder: Any) -> Packed:
-        """``messages`` packed with redis-py's ``encoder`` (a client's), as it would pack them:
+        """``messages`` packed with redis-py's ``encoder`` (the pool's), as it would pack them:
         text in the client's encoding, anything else as the encoder makes it."""
         grouped = _grouped(messages)
         parts: list[bytes] = []
