@@ -13,14 +13,17 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
 
-from celery_hashbeat._background import Abandoned, Runner
+from celery_hashbeat._background import Abandoned, Job, Runner
 from celery_hashbeat._logs import SCHEDULER
 from celery_hashbeat._outage import Once, Outage
 from celery_hashbeat.publish.ahead import MARGIN_MS, Ahead, Upcoming
-from celery_hashbeat.publish.batch import TRANSIENT_ERRORS, Batch, Bulk, Outcome, Settled
+from celery_hashbeat.publish.batch import TRANSIENT_ERRORS, Batch, Outcome, Settled
+from celery_hashbeat.publish.bulk import Bulk
+from celery_hashbeat.publish.gate import Gate
 from celery_hashbeat.publish.message import slot_iso, slot_task_id
 from celery_hashbeat.publish.sink import BulkSink, unsupported
 
@@ -65,6 +68,28 @@ class SendHook(Protocol):
     """``Scheduler.send``: publishes one slot of an entry (benchmarks and subclasses replace it)."""
 
     def __call__(self, entry: Entry, task_id: str, when: str) -> Any: ...
+
+
+class Staged(NamedTuple):
+    """A publish started while its slots' claim is in flight (``Publisher.stage``)."""
+
+    batch: Bulk[Entry]
+    gate: Gate
+    job: Job
+
+    def admit(self, claimed: list[tuple[Entry, int]]) -> None:
+        """Let the claimed ones of the staged slots go."""
+        won = {(entry.name, slot) for entry, slot in claimed}
+        self.gate.open(
+            index
+            for index, (entry, slot) in enumerate(self.batch.slots)
+            if (entry.name, slot) in won
+        )
+
+    def drop(self) -> None:
+        """Let none go, unless ``admit`` came first (the claim failed, or the beat got no
+        further): the staged messages are dropped, unsent, and the broker's thread goes on."""
+        self.gate.close()
 
 
 class Publisher:
@@ -178,15 +203,41 @@ class Publisher:
         self._send(entry, task_id, when)
         self._sent(entry)
 
+    @contextmanager
+    def staging(self, slots: list[tuple[Entry, int]]) -> Iterator[Staged | None]:
+        """Start the publish of ``slots`` while their claim is in flight: the broker's thread
+        stages their messages and waits at a gate for ``publish`` to say which were claimed
+        (``gate``); None where nothing can be staged (no batch sink, the broker in an outage).
+        Whatever happens inside, the gate is closed on the way out: what the publish did not
+        let go is dropped, unsent."""
+        sink = self.sink
+        if sink is None or self.outage.cause is not None:
+            yield None
+            return
+        gate = Gate()
+        batch = Bulk(slots, sink, self.send_slot, self.transient_errors, self.connect, CHUNK, gate)
+        staged = Staged(batch, gate, self._runner.submit(batch.run))
+        try:
+            yield staged
+        finally:
+            staged.drop()
+
     def publish(
-        self, slots: list[tuple[Entry, int]], leading: Callable[[], bool]
+        self,
+        slots: list[tuple[Entry, int]],
+        leading: Callable[[], bool],
+        staged: Staged | None = None,
     ) -> list[Settled[Entry]]:
-        """Publish claimed slots on the broker's thread; cut the batch short on a stop, a
-        broker that stops answering, or ``leading()`` turning false (it keeps the lease while
+        """Publish claimed slots on the broker's thread (those ``staged`` already, if given:
+        ``slots`` are the ones of them the claim won); cut the batch short on a stop, a broker
+        that stops answering, or ``leading()`` turning false (it keeps the lease while
         waiting)."""
         sink = self.sink
         batch: Batch[Entry]
-        if sink is None:
+        if staged is not None:
+            batch = staged.batch
+            staged.admit(slots)
+        elif sink is None:
             batch = Batch(slots, self.send_slot, self.transient_errors, self.connect)
         else:
             batch = Bulk(slots, sink, self.send_slot, self.transient_errors, self.connect, CHUNK)
@@ -204,7 +255,10 @@ class Publisher:
             return not leading()
 
         began = time.monotonic()
-        self._wait_for(batch.run, give_up)
+        if staged is None:
+            self._wait_for(batch.run, give_up)
+        else:
+            self._wait_for_job(staged.job, give_up)
         settled = batch.settle()
         if hung:
             self.outage.failed(
@@ -268,8 +322,11 @@ class Publisher:
         return batch.settle()
 
     def _wait_for(self, run: Callable[[], None], give_up: Callable[[], bool]) -> None:
+        self._wait_for_job(self._runner.submit(run), give_up)
+
+    def _wait_for_job(self, job: Job, give_up: Callable[[], bool]) -> None:
         try:
-            self._runner.call(run, give_up=give_up)
+            self._runner.wait(job, give_up=give_up)
         except Abandoned:
             self.drop_connection()
 

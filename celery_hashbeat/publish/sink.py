@@ -37,7 +37,7 @@ from celery_hashbeat.publish.transports.producer import ProducerOutput
 from celery_hashbeat.publish.transports.redis import RedisPipeline
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
 
     from celery import Celery
 
@@ -100,7 +100,7 @@ def output_for(producer: Any) -> RedisPipeline | AmqpWrites | ProducerOutput:
 
 
 class BulkSink:
-    """A ``publishing.Sink`` on a Celery app's producer (one per producer)."""
+    """A ``bulk.Sink`` on a Celery app's producer (one per producer)."""
 
     def __init__(
         self,
@@ -235,11 +235,14 @@ class BulkSink:
         for name in stale:
             del self._ready[name]
 
-    def stage(self, entry: Entry, slot: int) -> None:
+    @property
+    def speculates(self) -> bool:
+        return isinstance(self._output, RedisPipeline)
+
+    def stage(self, entry: Entry, slot: int, *, unclaimed: bool = False) -> None:
         plan, self._next = self._next, None
         assert plan is not None, "stage() follows direct() for the same entry"
-        thread = self._thread_view()
-        reply_to = thread.reply_to
+        reply_to = self._thread_view().reply_to
         ready = self._ready.pop(entry.name, None)
         if ready is not None and (
             ready[:3] != (slot, plan, reply_to)
@@ -250,9 +253,8 @@ class BulkSink:
             task_id, when = slot_task_id(entry.name, slot), slot_iso(slot)
         else:
             task_id, when = ready.unsent[1:3]
-        self._announce(entry, task_id, when)
-        if not plan.ignore_result and thread.on_task_call is not None:
-            thread.on_task_call(self.producer, task_id)
+        if not unclaimed:
+            self._admitted(entry, plan, task_id, when)
         self._declare(plan.destination.declare)
         output = self._output
         if isinstance(output, ProducerOutput):
@@ -266,6 +268,23 @@ class BulkSink:
         made, unsent = self._make(entry, plan, task_id, when, reply_to)
         output.put(made)
         self._unsent.append(unsent)
+
+    def admit(self, entries: Sequence[Entry], allowed: Sequence[bool]) -> None:
+        output = cast("RedisPipeline", self._output)  # the one output that speculates
+        output.keep(allowed)
+        buffered, self._unsent = self._unsent, deque()
+        for entry, go, unsent in zip(entries, allowed, buffered, strict=True):
+            if go:
+                self._admitted(entry, unsent[0], unsent[1], unsent[2])
+                self._unsent.append(unsent)
+
+    def _admitted(self, entry: Entry, plan: Plan, task_id: str, when: str) -> None:
+        """What comes before a message that is to go: the beat's announcement (its log line, a
+        run it replaces) and the result backend's ``on_task_call``."""
+        self._announce(entry, task_id, when)
+        call = self._thread_view().on_task_call
+        if not plan.ignore_result and call is not None:
+            call(self.producer, task_id)
 
     def _make(
         self, entry: Entry, plan: Plan, task_id: str, when: str, reply_to: str
