@@ -348,7 +348,7 @@ def test_tables_of_schema_1_gain_the_operators_records_and_sent_slots_in_place(
     versions = postgres_server.query(
         database, """SELECT value FROM "old_meta" WHERE name = 'schema'"""
     )
-    assert versions == [(SCHEMA_VERSION,)] and SCHEMA_VERSION == 4
+    assert versions == [(SCHEMA_VERSION,)] and SCHEMA_VERSION == 5
 
 
 def test_a_record_of_sent_slots_of_schema_3_learns_who_claimed_in_place(
