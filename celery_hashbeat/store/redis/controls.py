@@ -102,9 +102,9 @@ class RedisControlRecords(ControlRecords):
     def triggers(self) -> list[str]:
         with self._redis.talking():
             pipe = self._redis.client.pipeline(transaction=False)
-            taken, waiting = pipe.lrange(self._keys.taken, 0, -1).lrange(
-                self._keys.triggers, 0, -1
-            ).execute()
+            taken, waiting = (
+                pipe.lrange(self._keys.taken, 0, -1).lrange(self._keys.triggers, 0, -1).execute()
+            )
         return [*taken, *waiting]
 
     def take_triggers(self, token: str) -> Taken:
