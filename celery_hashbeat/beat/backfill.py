@@ -1,7 +1,10 @@
 """Backfills (docs/design.md §19): the past slots an operator asked for, as the leader sends them.
 
 A backfill request waits in the store's queue beside the triggers (control/backfill.py); the
-leader takes it under its lease with them (beat/triggers.py) and hands it here. Each turn sends
+leader takes it under its lease with them (beat/triggers.py) and hands it here. The store keeps
+what a leader took until that leader settles its turn, so a request taken by a leader killed or
+cut off mid-turn is handed to the next take, as recovered, and sent from where that turn began:
+the slots sent meanwhile are recorded, and skipped. Each turn sends
 up to SENT_CHUNK of its slots: they are claimed against the store's record of sent slots, under
 the lease, in one call (store/sent.py: a slot that the regular path or an earlier backfill sent
 is not claimed), and the claimed ones go out through the Dispatcher's publish, each with its
@@ -83,22 +86,32 @@ def split(taken: list[str]) -> tuple[list[str], list[Request]]:
 
 
 def unqueued(request: Request, why: str) -> None:
-    """Log a request (what is left of one) that may not be back in the store's queue: nothing
-    else would say that its slots may never be sent."""
-    recorded = (
-        ", and those its unanswered claim recorded count as sent though none was"
-        if request.claimer
-        else ""
-    )
+    """Log a request (what is left of one) that may not be back in the store's queue. The store
+    still holds it as this turn took it, and the next take hands it back (the slots sent since
+    are recorded and skipped), so it is not lost; unless this turn's claim went unanswered too:
+    the slots that claim recorded count as sent, and the request as taken does not name the
+    claimer that could send them, so those may never be sent, and that is logged as an error."""
+    if not request.claimer:
+        logger.warning(
+            "beat: backfill %s of %s may not be back in the store's queue (%s): the store keeps "
+            "it as this turn took it, and the leader's next take sends the slots from %s to %s "
+            "that are still unsent (no slot is sent twice)",
+            request.id,
+            request.entry,
+            why,
+            slot_iso(request.start),
+            slot_iso(request.end),
+        )
+        return
     logger.error(
         "beat: backfill %s of %s may not be back in the store's queue (%s): the slots from %s "
-        "to %s may not be sent%s; ask for the backfill again (no slot is sent twice)",
+        "to %s may not be sent, and those its unanswered claim recorded count as sent though "
+        "none was; ask for the backfill again (no slot is sent twice)",
         request.id,
         request.entry,
         why,
         slot_iso(request.start),
         slot_iso(request.end),
-        recorded,
     )
 
 

@@ -1,6 +1,12 @@
 """Triggers (docs/design.md §13): the runs an operator asked for now, as the leader sends them.
 The queue they wait in holds backfill requests too, which go to beat/backfill.py.
 
+A take keeps what it took in the store until the turn is settled (``give_back_triggers``, called
+after every take that took something). The store hands back, as recovered, what a leader took
+and never settled (killed, or cut off, mid-turn): a backfill request is sent again, since the
+record of sent slots keeps each of its slots once; a trigger is not, since nothing records
+whether it went out, so it is logged as perhaps lost and dropped (at most once).
+
 The leader takes the waiting triggers from the store (under its lease) and sends each once
 (``Triggers``). Plain functions over what the store handed over say which entries each trigger
 runs (every copy of an entry fanned out to workers, each with an id derived from the trigger's),
@@ -97,6 +103,25 @@ def settle(settled: Iterable[Settled[Run]], watch: Watch, now_ms: int) -> list[R
     return back
 
 
+def drop_abandoned(triggers: Iterable[str]) -> None:
+    """Log the triggers a leader took and never settled (killed or cut off mid-turn), which
+    the store hands back as recovered: nothing records whether that leader sent them, so none
+    is sent again (at most once), and each is named as perhaps lost."""
+    for text in triggers:
+        try:
+            trigger = decode_trigger(text)
+        except DefinitionError as exc:
+            logger.error("beat: dropping a trigger: %s", exc)
+            continue
+        logger.error(
+            "beat: the trigger %s of %s may not have gone out: a leader took it and never "
+            "settled its turn (killed or cut off), and it is not sent again; trigger the entry "
+            "again if it did not run",
+            trigger.id,
+            trigger.entry,
+        )
+
+
 def given_back(runs: Iterable[Run]) -> list[str]:
     """The stored triggers that ask again for ``runs``: a trigger whose one run goes back as it
     was, else one trigger per run, for that copy and its task id alone, so that the runs of
@@ -142,15 +167,19 @@ class Triggers:
     def send_waiting(self) -> None:
         calls = self._calls
         taken = calls.attempt(calls.store.take_triggers, self._token)
-        if taken is FAILED:
+        if taken is FAILED or not taken:
             return
-        triggers, requests = split(taken)
-        # Backfill requests wait in the same queue: what is left of them goes back with the rest.
+        abandoned, requests = split(taken[: taken.recovered])
+        triggers, fresh = split(taken[taken.recovered :])
+        drop_abandoned(abandoned)
+        # Backfill requests wait in the same queue, and one a leader took and never settled is
+        # sent again (the record of sent slots keeps each slot once): what is left of them goes
+        # back with the rest.
+        requests += fresh
         later = self._backfills.send(requests) if requests else []
         runs = runs_of(triggers, self._entries, self._copies)
         if not runs:
-            if later:
-                self._give_back(later)
+            self._give_back(later)
             return
         sendable, waiting = self._guarded(runs)
         settled = self._publisher.send_each(sendable, self._send) if sendable else []
@@ -158,17 +187,18 @@ class Triggers:
         for entry, trigger, task_id in failed:
             if entry.run_ttl_ms and not trigger.force:  # the lease taken for a run not sent
                 calls.attempt(calls.store.release_run, entry.name, task_id)
-        back = given_back([*waiting, *failed]) + later
-        if back:
-            self._give_back(back)
+        self._give_back(given_back([*waiting, *failed]) + later)
         # A beat killed before its next store call (seconds away, perhaps) would lose them.
         outbox = self._watch.outbox
         if outbox:
             calls.attempt(calls.store.record, outbox.drain())
 
     def _give_back(self, back: list[str]) -> None:
-        """Put ``back`` in the store's queue for the next turn; what may not be back there (the
-        store did not answer, or this beat no longer leads) is logged by name, as lost."""
+        """Settle the turn: put ``back`` in the store's queue for the next turn and clear what
+        this turn took (every turn that took something settles, or the next take recovers it
+        all). What may not be back (the store did not answer, or this beat no longer leads) is
+        logged by name: a trigger as lost, a backfill request as kept taken in the store, to be
+        taken up again by the next take, unless its claim went unanswered too."""
         calls = self._calls
         given = calls.attempt(calls.store.give_back_triggers, self._token, back)
         if given is True:

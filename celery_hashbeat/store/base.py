@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from celery_hashbeat._logs import STORE
 from celery_hashbeat._outage import Once
-from celery_hashbeat.store.controls import Changes, ControlRecords
+from celery_hashbeat.store.controls import Changes, ControlRecords, Taken
 from celery_hashbeat.store.operations import AUDIT_KEEP, AUDIT_KEEP_MS, OperatorRecords
 from celery_hashbeat.store.sent import Recorded, SentRecords, SlotClaim
 from celery_hashbeat.store.values import (
@@ -99,7 +99,7 @@ class Store(ControlRecords, OperatorRecords, SentRecords, abc.ABC):
     def triggers(self) -> list[str]:
         return self._records.triggers()
 
-    def take_triggers(self, token: str) -> list[str]:
+    def take_triggers(self, token: str) -> Taken:
         return self._records.take_triggers(token)
 
     def give_back_triggers(self, token: str, triggers: Sequence[str]) -> bool:

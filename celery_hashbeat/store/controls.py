@@ -10,8 +10,16 @@ operator writes them whether or not a beat runs:
 - a *version*, raised by every write, with each name marked by the version of its last change,
   so that a beat reads only what changed since the version it last saw (10,000 stored entries
   are read once, not once per change);
-- a queue of *triggers* (one run now, asked by an operator), which the leader takes under its
-  lease and gives back if their publish surely failed, so that each is sent at most once.
+- a queue of *triggers* (one run now, asked by an operator) and backfill requests, which the
+  leader takes under its lease. A take keeps what it took, as *taken by* that leader, until the
+  leader settles its turn (``give_back_triggers``: what goes back to the head of the queue, and
+  the taken record cleared in the same step). The next take by whoever holds the lease then
+  hands back, first and counted as *recovered*, whatever an earlier take left unsettled (its
+  leader was killed or cut off mid-turn, or its settle went unanswered), so nothing taken is
+  ever dropped by the store. What a leader does with a recovered item is its own rule
+  (docs/design.md §19): a backfill request is sent again (the record of sent slots keeps each
+  slot once), a trigger is not (nothing records that it went out, so it is logged, at most
+  once).
 """
 
 from __future__ import annotations
@@ -26,6 +34,17 @@ PAUSE = "pause"
 KINDS = (DEFINITION, PAUSE)
 
 
+class Taken(list[str]):
+    """What a take hands the leader, oldest first (the list itself): the first ``recovered``
+    of them an earlier take left unsettled, then those that waited in the queue."""
+
+    __slots__ = ("recovered",)
+
+    def __init__(self, items: Sequence[str] = (), recovered: int = 0) -> None:
+        super().__init__(items)
+        self.recovered = recovered
+
+
 @dataclass(frozen=True)
 class Changes:
     """What changed since a version: ``records`` maps each name changed to its (definition,
@@ -35,7 +54,8 @@ class Changes:
     version: int
     records: dict[str, tuple[str | None, str | None]]
     full: bool
-    #: How many triggers wait for the leader.
+    #: How many triggers and backfill requests wait for the leader: those queued, and those a
+    #: take left unsettled (to be recovered by the next take).
     triggers: int
     #: How many slots handed over (``Store.hand_over``) wait for the leader.
     handed: int = 0
@@ -75,17 +95,22 @@ class ControlRecords(abc.ABC):
 
     @abc.abstractmethod
     def triggers(self) -> list[str]:
-        """The triggers waiting, oldest first."""
+        """The triggers (and backfill requests) waiting, oldest first: those a take left
+        unsettled, then the queue."""
 
     @abc.abstractmethod
-    def take_triggers(self, token: str) -> list[str]:
-        """Take every waiting trigger off the queue, only while ``token`` holds the lease
-        (empty otherwise); oldest first."""
+    def take_triggers(self, token: str) -> Taken:
+        """Only while ``token`` holds the lease (empty otherwise), in one atomic step: take
+        every item an earlier take left unsettled (``recovered``, whoever took it) and every
+        item of the queue, oldest first, and keep them all as taken by ``token`` until it
+        settles (``give_back_triggers``)."""
 
     @abc.abstractmethod
     def give_back_triggers(self, token: str, triggers: Sequence[str]) -> bool:
-        """Put triggers whose publish surely failed back at the head of the queue, only while
-        ``token`` holds the lease. True if it did."""
+        """Settle ``token``'s turn, only while it holds the lease: put ``triggers`` (what is to
+        be taken again; none is fine) back at the head of the queue, in order, and clear what
+        ``token`` took, in one atomic step. True if it did. Called after every take that took
+        something, or the next take recovers it all again."""
 
 
 def check_values(values: Mapping[str, str | None]) -> None:

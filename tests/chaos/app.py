@@ -48,7 +48,8 @@ def chaos_schedule() -> dict[str, dict[str, Any]]:
 def schedule_for(name: str) -> dict[str, dict[str, Any]]:
     """``chaos``; ``sparse`` (one entry every five seconds); ``failover`` (chaos plus a 250 ms
     hashed interval, so a new leader always has a slot due within a quarter second); ``backfill``
-    (chaos plus an entry the test keeps paused, ``BACKFILLED``); ``burst:N``
+    (chaos plus an entry the test keeps paused, ``BACKFILLED``); ``long-backfill`` (one entry every
+    second, and ``DENSE``, kept paused, every 5 ms); ``burst:N``
     (N entries every second, all at once); ``wave:N`` (N entries every 5 seconds, all at once);
     ``spread-cron:N`` (N entries ``H * * * * *``, once a
     minute at a hashed second); ``spread-interval:N`` (N entries every 60 s at a hashed ms)."""
@@ -121,6 +122,13 @@ def schedule_for(name: str) -> dict[str, dict[str, Any]]:
             **chaos_schedule(),
             BACKFILLED: {"task": TASK, "schedule": hashcron("*/1 * * * * *")},
         }
+    if kind == "long-backfill":
+        # One entry that keeps the leader steady, and one the test pauses before any beat
+        # starts, with 200 slots a second: ten seconds of it make a backfill of several turns.
+        return {
+            "every-second": {"task": TASK, "schedule": hashcron("*/1 * * * * *")},
+            DENSE: {"task": TASK, "schedule": hashinterval(0.005)},
+        }
     if kind == "wave":
         return {
             f"wave-{i}": {"task": TASK, "schedule": hashcron("*/5 * * * * *")}
@@ -140,6 +148,9 @@ def schedule_for(name: str) -> dict[str, dict[str, Any]]:
 
 #: The ``backfill`` schedule's paused entry, whose slots only backfills send.
 BACKFILLED = "paused-1s"
+
+#: The ``long-backfill`` schedule's paused entry, every 5 ms.
+DENSE = "paused-5ms"
 
 #: The worker nodes the ``fan-out`` schedule's entry is copied to.
 FANNED_NODES = ("celery@chaos-1", "celery@chaos-2")

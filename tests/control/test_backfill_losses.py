@@ -1,6 +1,7 @@
-"""Backfills the leader cannot finish as asked: a range ending past its clock waits for it, and
-the slots it may leave unsent (a request it could not queue again, a claim it could not give
-back) are logged by name, never dropped in silence (beat/backfill.py)."""
+"""Backfills the leader cannot finish as asked: a range ending past its clock waits for it, a
+request it could not queue again stays taken in the store for the next take, and the slots it
+may leave unsent (a claim it could not give back) are logged by name, never dropped in silence
+(beat/backfill.py)."""
 
 from __future__ import annotations
 
@@ -47,7 +48,7 @@ def test_a_range_ending_past_the_leaders_clock_waits_for_it_rather_than_ending_e
     assert slot_ids(broker) == []
 
 
-def test_the_rest_of_a_backfill_a_deposed_leader_cannot_queue_again_is_logged_with_its_slots(
+def test_a_backfill_a_deposed_leader_cannot_queue_again_stays_taken_for_the_next_leader(
     admin: ScheduleAdmin,
     app: Celery,
     broker: Broker,
@@ -56,8 +57,9 @@ def test_the_rest_of_a_backfill_a_deposed_leader_cannot_queue_again_is_logged_wi
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """The leader loses its lease during a turn (another beat took it while it published): it
-    can no longer put the rest of the request back in the store's queue, so it says which slots
-    may never be sent, rather than dropping them in silence."""
+    can no longer settle its turn, but the store still holds the request as the turn took it,
+    so the next leader's take gets it back (recovered) rather than it being lost; the deposed
+    leader says so, with the slots left."""
     beat = leading(app, clock, schedulers)
     admin.pause("tick", reason="only the backfill sends it")
     read(beat)
@@ -73,15 +75,17 @@ def test_the_rest_of_a_backfill_a_deposed_leader_cannot_queue_again_is_logged_wi
 
     after_task_publish.connect(take_the_lease, weak=False)
     try:
-        with caplog.at_level(logging.ERROR, logger="celery_hashbeat"):
+        with caplog.at_level(logging.WARNING, logger="celery_hashbeat"):
             read(beat)
     finally:
         after_task_publish.disconnect(take_the_lease)
     assert len(slot_ids(broker)) == 3
-    assert admin.store.triggers() == []
     lines = [r.getMessage() for r in caplog.records if "deposed-mid-turn" in r.getMessage()]
     assert len(lines) == 1, lines
-    assert f"from {slot_iso(ms(clock, -5) + 1)} to {slot_iso(ms(clock, 20))} may not be" in lines[0]
+    assert "the store keeps it as this turn took it" in lines[0]
+    assert f"from {slot_iso(ms(clock, -5) + 1)} to {slot_iso(ms(clock, 20))}" in lines[0]
+    taken = admin.store.take_triggers("another:1:beat")
+    assert taken == [encode_request(ahead)] and taken.recovered == 1
 
 
 def test_slots_whose_publish_failed_and_whose_claim_stays_recorded_are_logged_lost(
@@ -94,8 +98,9 @@ def test_slots_whose_publish_failed_and_whose_claim_stays_recorded_are_logged_lo
 ) -> None:
     """The broker refuses the backfilled slots (and a trigger) and the store stops answering
     before they can be given back: the store still counts the slots as sent, so no backfill
-    will send them; each is logged as lost rather than left in silence, and so are the rest of
-    the request and the trigger, which may not be back in the queue."""
+    will send them; each is logged as lost rather than left in silence, and so is the trigger,
+    which may not be back in the queue. The request stays taken in the store, for the next
+    take."""
     store_port = urlsplit(redis_url).port
     assert store_port is not None
     with FaultProxy(store_port) as proxy:
@@ -122,9 +127,42 @@ def test_slots_whose_publish_failed_and_whose_claim_stays_recorded_are_logged_lo
             for slot, line in zip(done.to_send, lost, strict=True):
                 assert f"backfill {done.request} of tick: slot {slot_iso(slot)}" in line
             lines = [r.getMessage() for r in caplog.records]
-            assert any(f"backfill {done.request} of tick may not be back" in x for x in lines)
             assert any(f"trigger {triggered} of tick may not have gone out" in x for x in lines)
+            # The request is not lost with the give-back: the store keeps it as the turn took it.
+            assert any(done.request and done.request in text for text in admin.store.triggers())
         finally:
             before_task_publish.disconnect(store_gone)
             admin.close()
             app.close()
+
+
+def test_what_a_leader_took_and_never_settled_is_taken_up_its_backfill_sent_its_trigger_not(
+    admin: ScheduleAdmin,
+    app: Celery,
+    broker: Broker,
+    clock: Clock,
+    schedulers: Make,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A turn took a backfill request and a trigger and never settled (the leader was killed,
+    or its settle never reached the store): the next take hands both back as recovered. The
+    backfill is sent, each slot once (the record of sent slots says which went); the trigger is
+    not sent again, since nothing says whether it went out, and it is logged as perhaps lost."""
+    start = at(clock)
+    beat = leading(app, clock, schedulers)
+    slot_ids(broker)
+    done = admin.backfill("tick", start, at(clock))
+    triggered = admin.trigger("tick")
+    lease = admin.store.leader()
+    assert lease is not None
+    assert len(admin.store.take_triggers(lease.token)) == 2  # the turn that never settled
+    with caplog.at_level(logging.ERROR, logger="celery_hashbeat"):
+        read(beat)
+    sent = [h["id"] for h in broker.new()]
+    assert sent == [slot_task_id("tick", slot) for slot in done.to_send]
+    lines = [r.getMessage() for r in caplog.records]
+    assert any(f"trigger {triggered} of tick may not have gone out" in x for x in lines), lines
+    assert admin.store.triggers() == []
+    clock.advance(1)
+    read(beat)
+    assert slot_ids(broker) == []

@@ -3,6 +3,7 @@ against both stores."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 from celery_hashbeat.store import Store
@@ -75,7 +76,7 @@ def test_a_version_later_than_the_stores_reads_everything(
     assert store.changes(50).records == {"a": ("d1", None)}
 
 
-def test_triggers_are_taken_once_by_the_leader_only_and_given_back_in_order(
+def test_triggers_are_taken_by_the_leader_only_kept_until_settled_and_given_back_in_order(
     store: Store, connect: Callable[..., Store]
 ) -> None:
     other = connect()
@@ -87,13 +88,32 @@ def test_triggers_are_taken_once_by_the_leader_only_and_given_back_in_order(
     assert seen.version > before and seen.triggers == 2
     assert other.take_triggers("standby") == []
     assert store.triggers() == ["t1", "t2"]
-    assert store.take_triggers("leader") == ["t1", "t2"]
-    assert store.take_triggers("leader") == []
+    taken = store.take_triggers("leader")
+    assert taken == ["t1", "t2"] and taken.recovered == 0
     store.ask("t3")
     assert not other.give_back_triggers("standby", ["t1"])
     assert store.give_back_triggers("leader", ["t1", "t2"])
     assert store.triggers() == ["t1", "t2", "t3"]
     assert store.changes(0).triggers == 3
+    assert store.take_triggers("leader") == ["t1", "t2", "t3"]
+    assert store.give_back_triggers("leader", [])
+    assert store.take_triggers("leader") == []
+    assert store.triggers() == []
+
+
+def test_a_take_not_settled_is_recovered_by_its_own_leaders_next_take(store: Store) -> None:
+    """A settle that never reached the store (it timed out) leaves the take in place: the same
+    leader's next take hands it back, before what was queued since, and a settle clears both."""
+    assert store.acquire("leader", LONG)
+    store.ask("r1")
+    assert store.take_triggers("leader") == ["r1"]
+    store.ask("t2")
+    assert store.triggers() == ["r1", "t2"]
+    again = store.take_triggers("leader")
+    assert again == ["r1", "t2"] and again.recovered == 1
+    assert store.give_back_triggers("leader", ["r1"])
+    assert store.triggers() == ["r1"]
+    assert store.take_triggers("leader").recovered == 0
 
 
 def test_prefixes_keep_their_controls_apart(store: Store, connect: Callable[..., Store]) -> None:
@@ -110,3 +130,28 @@ def test_one_names_records_are_read_alone(store: Store) -> None:
     assert store.controls_of("a") == ("d1", "p1")
     assert store.controls_of("b") == ("d2", None)
     assert store.controls_of("nobody") == (None, None)
+
+
+def test_what_a_killed_leader_took_and_never_put_back_is_taken_again_by_the_next(
+    store: Store, connect: Callable[..., Store]
+) -> None:
+    """A take keeps what it takes until the taker settles it (docs/design.md §19): leader A
+    takes a backfill request and dies before putting it back; once A's lease is gone, leader B's
+    take gets the request again, ahead of what waits in the queue, and marks it as recovered."""
+    successor = connect()
+    request = '{"backfill": "r1", "entry": "tick", "from": 1, "to": 2, "at": 3}'
+    assert store.acquire("leader-a", 200)
+    store.ask(request)
+    assert store.take_triggers("leader-a") == [request]
+    # A is killed here: nothing puts the request back. Its lease runs out.
+    time.sleep(0.4)
+    assert store.changes(0).triggers == 1, "the request taken and not settled still counts"
+    assert successor.acquire("leader-b", LONG)
+    successor.ask("t2")
+    taken = successor.take_triggers("leader-b")
+    assert taken == [request, "t2"]
+    assert taken.recovered == 1
+    # B settles its turn: nothing to put back, and nothing taken stays behind.
+    assert successor.give_back_triggers("leader-b", [])
+    assert successor.take_triggers("leader-b") == []
+    assert successor.changes(0).triggers == 0

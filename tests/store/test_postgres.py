@@ -348,7 +348,7 @@ def test_tables_of_schema_1_gain_the_operators_records_and_sent_slots_in_place(
     versions = postgres_server.query(
         database, """SELECT value FROM "old_meta" WHERE name = 'schema'"""
     )
-    assert versions == [(SCHEMA_VERSION,)] and SCHEMA_VERSION == 4
+    assert versions == [(SCHEMA_VERSION,)] and SCHEMA_VERSION == 5
 
 
 def test_a_record_of_sent_slots_of_schema_3_learns_who_claimed_in_place(
@@ -379,5 +379,33 @@ def test_a_record_of_sent_slots_of_schema_3_learns_who_claimed_in_place(
         again.close()
     versions = postgres_server.query(
         database, """SELECT value FROM "three_meta" WHERE name = 'schema'"""
+    )
+    assert versions == [(SCHEMA_VERSION,)]
+
+
+def test_a_queue_of_schema_4_learns_who_took_a_trigger_in_place(
+    postgres_server: PostgresServer, postgres_url: str
+) -> None:
+    """Schema 4's triggers had no record of who took them: a release that keeps a take until it
+    is settled adds the column, and the triggers queued before it wait as queued."""
+    store = open_store(postgres_url, "four")
+    store.ask("t1")
+    store.close()
+    database = database_of(postgres_url)
+    postgres_server.admin('ALTER TABLE "four_triggers" DROP COLUMN taken_by', database=database)
+    postgres_server.admin(
+        """UPDATE "four_meta" SET value = 4 WHERE name = 'schema'""", database=database
+    )
+    again = open_store(postgres_url, "four")
+    try:
+        assert again.acquire("a", 60_000)
+        taken = again.take_triggers("a")
+        assert taken == ["t1"] and taken.recovered == 0
+        assert again.take_triggers("a").recovered == 1
+        assert again.give_back_triggers("a", []) and again.triggers() == []
+    finally:
+        again.close()
+    versions = postgres_server.query(
+        database, """SELECT value FROM "four_meta" WHERE name = 'schema'"""
     )
     assert versions == [(SCHEMA_VERSION,)]

@@ -91,6 +91,11 @@ def test_every_call_of_the_protocol_on_a_cluster(opened: Callable[..., Store]) -
         assert store.unclaim_slots("a:1:x", "e", list(backfilled.claimed), claimer="r1") == set(
             backfilled.claimed
         )
+        store.ask("t1")
+        assert store.take_triggers("a:1:x") == ["t1"]
+        again = store.take_triggers("a:1:x")  # the first take was never settled
+        assert again == ["t1"] and again.recovered == 1 and store.changes(0).triggers == 1
+        assert store.give_back_triggers("a:1:x", []) and store.triggers() == []
         assert store.renew("a:1:x", TTL_MS) and store.release("a:1:x")
         store.ping()
 

@@ -10,7 +10,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from celery_hashbeat.store.controls import DEFINITION, PAUSE, Changes, ControlRecords, check_values
+from celery_hashbeat.store.controls import (
+    DEFINITION,
+    PAUSE,
+    Changes,
+    ControlRecords,
+    Taken,
+    check_values,
+)
 from celery_hashbeat.store.postgres.connection import Database
 from celery_hashbeat.store.postgres.lifetimes import mark_removal
 from celery_hashbeat.store.postgres.schema import Tables
@@ -109,27 +116,32 @@ class PostgresControlRecords(ControlRecords):
             cur.execute(f"INSERT INTO {self._t.triggers} (record) VALUES (%s)", (trigger,))
             return self._raise_version(cur)
 
-    def _waiting(self, cur: Any) -> list[str]:
-        cur.execute(f"SELECT record FROM {self._t.triggers} ORDER BY id")
-        return [row[0] for row in cur.fetchall()]
+    def _waiting(self, cur: Any) -> list[tuple[str, str]]:
+        """(record, who took it) of every trigger: those taken first, then the queue, each in
+        id order."""
+        cur.execute(f"SELECT record, taken_by FROM {self._t.triggers} ORDER BY taken_by = '', id")
+        return [(record, taker) for record, taker in cur.fetchall()]
 
     def triggers(self) -> list[str]:
         with self._database.transaction() as cur:
-            return self._waiting(cur)
+            return [record for record, _ in self._waiting(cur)]
 
-    def take_triggers(self, token: str) -> list[str]:
+    def take_triggers(self, token: str) -> Taken:
         with self._database.transaction() as cur:
             if not self._holds(cur, token):
-                return []
-            cur.execute(f"DELETE FROM {self._t.triggers} RETURNING id, record")
-            return [record for _, record in sorted(cur.fetchall())]
+                return Taken()
+            waiting = self._waiting(cur)
+            cur.execute(f"UPDATE {self._t.triggers} SET taken_by = %s", (token,))
+        recovered = sum(1 for _, taker in waiting if taker)
+        return Taken([record for record, _ in waiting], recovered)
 
     def give_back_triggers(self, token: str, triggers: Sequence[str]) -> bool:
-        if not triggers:
-            return True
         with self._database.transaction() as cur:
             if not self._holds(cur, token):
                 return False
+            cur.execute(f"DELETE FROM {self._t.triggers} WHERE taken_by = %s", (token,))
+            if not triggers:
+                return True
             cur.execute(f"SELECT min(id) FROM {self._t.triggers}")
             lowest = cur.fetchone()[0]
             first = (1 if lowest is None else int(lowest)) - len(triggers)

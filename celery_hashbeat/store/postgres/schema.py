@@ -16,7 +16,7 @@ from typing import Any
 
 from celery_hashbeat.store.errors import StoreConfigError, StoreError
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 #: The table kinds; their names are ``<prefix>_<kind>``.
 KINDS = (
@@ -107,7 +107,10 @@ def statements(t: Tables) -> list[str]:
         f"CREATE INDEX IF NOT EXISTS {t.index('controls_version')} ON {t.controls} (version)",
         f"CREATE INDEX IF NOT EXISTS {t.index('controls_removed')} ON {t.controls} (removed_at)"
         " WHERE removed_at IS NOT NULL",
-        f"CREATE TABLE IF NOT EXISTS {t.triggers} (id bigserial PRIMARY KEY, record text NOT NULL)",
+        # The triggers waiting in id order, each with the token of the leader that took it and
+        # has not settled it ('' while queued: store/postgres/controls.py).
+        f"CREATE TABLE IF NOT EXISTS {t.triggers} (id bigserial PRIMARY KEY, record text NOT NULL,"
+        " taken_by text NOT NULL DEFAULT '')",
         # Claims that a later claim by another beat moved past, kept HANDOVER_KEEP_MS so their
         # claimers can hand them over; and the slots handed over, for the leader to take.
         f"CREATE TABLE IF NOT EXISTS {t.claimed} (entry text NOT NULL, slot bigint NOT NULL,"
@@ -146,6 +149,8 @@ def upgrades(t: Tables) -> dict[int, list[str]]:
             f"ALTER TABLE IF EXISTS {t.sent}"
             " ADD COLUMN IF NOT EXISTS claimer text NOT NULL DEFAULT ''"
         ],
+        # Schema 5: a take keeps what it took until its leader settles (docs/design.md §19).
+        4: [f"ALTER TABLE {t.triggers} ADD COLUMN IF NOT EXISTS taken_by text NOT NULL DEFAULT ''"],
     }
 
 

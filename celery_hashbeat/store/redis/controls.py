@@ -8,7 +8,14 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 
 from celery_hashbeat.store import retention
-from celery_hashbeat.store.controls import DEFINITION, PAUSE, Changes, ControlRecords, check_values
+from celery_hashbeat.store.controls import (
+    DEFINITION,
+    PAUSE,
+    Changes,
+    ControlRecords,
+    Taken,
+    check_values,
+)
 from celery_hashbeat.store.redis.connect import Connection
 from celery_hashbeat.store.redis.keys import Keys
 from celery_hashbeat.store.redis.scripts.controls import (
@@ -71,6 +78,7 @@ class RedisControlRecords(ControlRecords):
             self._keys.triggers,
             self._keys.changes_floor,
             self._keys.handed,
+            self._keys.taken,
         ]
         reply = self._redis.run(self._read_changes, keys, [since])
         version, full, waiting, handed = (int(value) for value in reply[:4])
@@ -93,15 +101,27 @@ class RedisControlRecords(ControlRecords):
 
     def triggers(self) -> list[str]:
         with self._redis.talking():
-            return list(self._redis.client.lrange(self._keys.triggers, 0, -1))
+            pipe = self._redis.client.pipeline(transaction=False)
+            taken, waiting = (
+                pipe.lrange(self._keys.taken, 0, -1).lrange(self._keys.triggers, 0, -1).execute()
+            )
+        return [*taken, *waiting]
 
-    def take_triggers(self, token: str) -> list[str]:
-        return list(self._redis.run(self._take, [self._keys.leader, self._keys.triggers], [token]))
+    def take_triggers(self, token: str) -> Taken:
+        keys = [self._keys.leader, self._keys.triggers, self._keys.taken, self._keys.taken_by]
+        reply = list(self._redis.run(self._take, keys, [token]))
+        if not reply:
+            return Taken()
+        return Taken([str(item) for item in reply[1:]], int(reply[0]))
 
     def give_back_triggers(self, token: str, triggers: Sequence[str]) -> bool:
-        if not triggers:
-            return True
-        keys = [self._keys.leader, self._keys.triggers, self._keys.version]
+        keys = [
+            self._keys.leader,
+            self._keys.triggers,
+            self._keys.version,
+            self._keys.taken,
+            self._keys.taken_by,
+        ]
         return bool(self._redis.run(self._give_back, keys, [token, *triggers]))
 
 

@@ -37,6 +37,10 @@ class Keys:
         self.version = tag + "version"
         self.changes = tag + "changes"
         self.triggers = tag + "triggers"
+        #: What the leader took off that queue and has not settled yet (docs/design.md §19): a
+        #: list, oldest first, and the token of the leader that took it last.
+        self.taken = tag + "triggers-taken"
+        self.taken_by = tag + "triggers-taken-by"
         #: Slots handed over (docs/design.md §5): a sorted set of claims some beat made and
         #: whose fence a later claim by another beat moved past, ``<slot>|<token>|<entry>``
         #: scored by when they were recorded (server ms), kept HANDOVER_KEEP_MS; and a set of

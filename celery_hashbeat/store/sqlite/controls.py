@@ -8,7 +8,14 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 
-from celery_hashbeat.store.controls import DEFINITION, PAUSE, Changes, ControlRecords, check_values
+from celery_hashbeat.store.controls import (
+    DEFINITION,
+    PAUSE,
+    Changes,
+    ControlRecords,
+    Taken,
+    check_values,
+)
 from celery_hashbeat.store.sqlite.database import Database
 from celery_hashbeat.store.sqlite.lifetimes import floor_of, mark_removal
 
@@ -113,32 +120,42 @@ class SQLiteControlRecords(ControlRecords):
             )
             return self._raise_version(db)
 
-    def _waiting(self, db: sqlite3.Connection) -> list[tuple[int, str]]:
+    def _waiting(self, db: sqlite3.Connection) -> list[tuple[str, str]]:
+        """(record, who took it) of every trigger of the prefix: those taken first, then the
+        queue, each in id order."""
         return list(
             db.execute(
-                "SELECT id, record FROM hashbeat_triggers WHERE prefix = ? ORDER BY id",
+                "SELECT record, taken_by FROM hashbeat_triggers WHERE prefix = ?"
+                " ORDER BY taken_by = '', id",
                 (self._prefix,),
             )
         )
 
     def triggers(self) -> list[str]:
         with self._database.transaction(write=False) as db:
-            return [record for _, record in self._waiting(db)]
+            return [record for record, _ in self._waiting(db)]
 
-    def take_triggers(self, token: str) -> list[str]:
+    def take_triggers(self, token: str) -> Taken:
         with self._database.transaction() as db:
             if not self._holds(db, token):
-                return []
+                return Taken()
             waiting = self._waiting(db)
-            db.execute("DELETE FROM hashbeat_triggers WHERE prefix = ?", (self._prefix,))
-        return [record for _, record in waiting]
+            db.execute(
+                "UPDATE hashbeat_triggers SET taken_by = ? WHERE prefix = ?", (token, self._prefix)
+            )
+        recovered = sum(1 for _, taker in waiting if taker)
+        return Taken([record for record, _ in waiting], recovered)
 
     def give_back_triggers(self, token: str, triggers: Sequence[str]) -> bool:
-        if not triggers:
-            return True
         with self._database.transaction() as db:
             if not self._holds(db, token):
                 return False
+            db.execute(
+                "DELETE FROM hashbeat_triggers WHERE prefix = ? AND taken_by = ?",
+                (self._prefix, token),
+            )
+            if not triggers:
+                return True
             (lowest,) = db.execute("SELECT MIN(id) FROM hashbeat_triggers").fetchone()
             first = (1 if lowest is None else int(lowest)) - len(triggers)
             db.executemany(

@@ -31,7 +31,8 @@ SCHEMA = (
     "CREATE INDEX IF NOT EXISTS hashbeat_history_entry ON hashbeat_history (prefix, entry, id)",
     # The runtime controls (store/controls.py): a row per name with its definition, its pause
     # record and the version of its last change (rows stay after their records go, so that a
-    # beat still learns of the removal); the version; the triggers waiting, in id order.
+    # beat still learns of the removal); the version; the triggers waiting, in id order, each
+    # with the token of the leader that took it and has not settled it ('' while queued).
     "CREATE TABLE IF NOT EXISTS hashbeat_controls (prefix TEXT NOT NULL, name TEXT NOT NULL,"
     " definition TEXT, pause TEXT, version INTEGER NOT NULL, PRIMARY KEY (prefix, name))"
     " WITHOUT ROWID",
@@ -39,7 +40,7 @@ SCHEMA = (
     "CREATE TABLE IF NOT EXISTS hashbeat_control_version (prefix TEXT PRIMARY KEY,"
     " version INTEGER NOT NULL) WITHOUT ROWID",
     "CREATE TABLE IF NOT EXISTS hashbeat_triggers (id INTEGER PRIMARY KEY, prefix TEXT NOT NULL,"
-    " record TEXT NOT NULL)",
+    " record TEXT NOT NULL, taken_by TEXT NOT NULL DEFAULT '')",
     # Slots handed over (docs/design.md §5): claims of one beat that a later claim by another
     # moved past, with when (wall-clock ms, kept HANDOVER_KEEP_MS); and the slots their
     # claimers surely did not send, for the leader to take.
@@ -91,9 +92,11 @@ ADDED_COLUMNS = {
     "hashbeat_control_version": ("floor INTEGER NOT NULL DEFAULT 0",),
     # Which backfill claim recorded a sent slot ('' for the regular claims: store/sqlite/sent.py).
     "hashbeat_sent": ("claimer TEXT NOT NULL DEFAULT ''",),
+    # Who took a trigger and has not settled it ('' while it waits: store/sqlite/controls.py).
+    "hashbeat_triggers": ("taken_by TEXT NOT NULL DEFAULT ''",),
 }
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 
 def prepare(db: sqlite3.Connection) -> None:

@@ -92,9 +92,10 @@ return version
 # KEYS[5]     the triggers waiting, {p}:triggers
 # KEYS[6]     the floor of the changes, {p}:changes-floor
 # KEYS[7]     the slots handed over, {p}:handed
+# KEYS[8]     the triggers taken and not settled, {p}:triggers-taken
 # ARGV[1]     the version the caller last saw (0 for none)
-# Returns     {version, 1 if every name is listed else 0, the number of triggers waiting, the
-#             number of slots handed over}, then
+# Returns     {version, 1 if every name is listed else 0, the number of triggers waiting (queued,
+#             or taken and not settled), the number of slots handed over}, then
 #             (name, definition or "", pause record or "") for each name changed after ARGV[1];
 #             no names for a caller already at the version
 # Guarantee   one consistent read: the records are those of the version returned, so a reader
@@ -103,7 +104,8 @@ return version
 READ_CHANGES_SCRIPT = """
 local version = tonumber(redis.call('GET', KEYS[1]) or '0')
 local since = tonumber(ARGV[1])
-local out = {version, 0, redis.call('LLEN', KEYS[5]), redis.call('SCARD', KEYS[7])}
+local waiting = redis.call('LLEN', KEYS[5]) + redis.call('LLEN', KEYS[8])
+local out = {version, 0, waiting, redis.call('SCARD', KEYS[7])}
 if since == version then return out end
 local low = '(' .. since
 local floor = tonumber(redis.call('HGET', KEYS[6], 'version') or '0')
@@ -133,35 +135,60 @@ return redis.call('INCR', KEYS[1])
 """
 
 
-# Takes every waiting trigger off the queue.
+# Takes every waiting trigger (and backfill request) off the queue, keeping them as taken.
 # KEYS[1]     the lease, {p}:leader
 # KEYS[2]     the triggers waiting, {p}:triggers
+# KEYS[3]     the triggers taken and not settled, {p}:triggers-taken
+# KEYS[4]     who took them, {p}:triggers-taken-by
 # ARGV[1]     the caller's token
-# Returns     the triggers taken, oldest first (none without the lease)
-# Guarantee   only the lease holder takes triggers, and taking empties the queue in the same
-#             step, so each trigger is taken once.
+# Returns     {how many of the triggers were recovered, the triggers...}: first those an earlier
+#             take left unsettled, whoever took them, then the queue's, oldest first ({} without
+#             the lease)
+# Guarantee   only the lease holder takes triggers; the queue empties into the taken list in the
+#             same step, now the caller's, so nothing taken is lost with a leader that dies
+#             before it settles: the next take (by whoever holds the lease) hands it back.
 TAKE_TRIGGERS_SCRIPT = """
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {} end
-local taken = redis.call('LRANGE', KEYS[2], 0, -1)
+local recovered = redis.call('LRANGE', KEYS[3], 0, -1)
+local waiting = redis.call('LRANGE', KEYS[2], 0, -1)
 redis.call('DEL', KEYS[2])
+local taken = {#recovered}
+for _, item in ipairs(recovered) do taken[#taken + 1] = item end
+for _, item in ipairs(waiting) do
+  taken[#taken + 1] = item
+  redis.call('RPUSH', KEYS[3], item)
+end
+if #taken > 1 then
+  redis.call('SET', KEYS[4], ARGV[1])
+end
 return taken
 """
 
 
-# Puts back triggers whose publish surely failed.
+# Settles the caller's take: puts back what is to be taken again, and clears what it took.
 # KEYS[1]     the lease, {p}:leader
 # KEYS[2]     the triggers waiting, {p}:triggers
 # KEYS[3]     the version, {p}:version
+# KEYS[4]     the triggers taken and not settled, {p}:triggers-taken
+# KEYS[5]     who took them, {p}:triggers-taken-by
 # ARGV[1]     the caller's token
-# ARGV[2..]   the triggers, oldest first
-# Returns     1 if they were put back, 0 if the caller does not hold the lease
-# Guarantee   only the lease holder gives triggers back; they return to the head of the queue in
-#             their order, and the version rises so that they are seen again.
+# ARGV[2..]   the triggers to put back, oldest first (none is fine)
+# Returns     1 if the turn was settled, 0 if the caller does not hold the lease
+# Guarantee   only the lease holder settles; the triggers return to the head of the queue in
+#             their order and the taken list goes in the same step, so an item is either taken
+#             or queued, never neither; the taken list is cleared only if the caller took it
+#             last (else a later leader's take holds it, and the next take recovers it); the
+#             version rises when something went back, so that it is seen again.
 GIVE_BACK_TRIGGERS_SCRIPT = """
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+if redis.call('GET', KEYS[5]) == ARGV[1] then
+  redis.call('DEL', KEYS[4], KEYS[5])
+end
 for i = #ARGV, 2, -1 do
   redis.call('LPUSH', KEYS[2], ARGV[i])
 end
-redis.call('INCR', KEYS[3])
+if #ARGV > 1 then
+  redis.call('INCR', KEYS[3])
+end
 return 1
 """
