@@ -34,7 +34,8 @@ if TYPE_CHECKING:
     from celery_hashbeat.beat.storecalls import StoreCalls
     from celery_hashbeat.entries.entry import Entry
     from celery_hashbeat.observe.watch import Watch
-    from celery_hashbeat.publish.publisher import Publisher, Staged
+    from celery_hashbeat.publish.gate import Staged
+    from celery_hashbeat.publish.publisher import Publisher
     from celery_hashbeat.store.values import Claimed, Fence
 
 #: The scheduler's logger: operators filter one name for everything a beat says about its slots.

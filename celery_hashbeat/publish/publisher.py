@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from celery_hashbeat._background import Abandoned, Job, Runner
 from celery_hashbeat._logs import SCHEDULER
@@ -23,7 +23,7 @@ from celery_hashbeat._outage import Once, Outage
 from celery_hashbeat.publish.ahead import MARGIN_MS, Ahead, Upcoming
 from celery_hashbeat.publish.batch import TRANSIENT_ERRORS, Batch, Outcome, Settled
 from celery_hashbeat.publish.bulk import Bulk
-from celery_hashbeat.publish.gate import Gate
+from celery_hashbeat.publish.gate import Gate, Staged
 from celery_hashbeat.publish.message import slot_iso, slot_task_id
 from celery_hashbeat.publish.sink import BulkSink, unsupported
 
@@ -68,28 +68,6 @@ class SendHook(Protocol):
     """``Scheduler.send``: publishes one slot of an entry (benchmarks and subclasses replace it)."""
 
     def __call__(self, entry: Entry, task_id: str, when: str) -> Any: ...
-
-
-class Staged(NamedTuple):
-    """A publish started while its slots' claim is in flight (``Publisher.stage``)."""
-
-    batch: Bulk[Entry]
-    gate: Gate
-    job: Job
-
-    def admit(self, claimed: list[tuple[Entry, int]]) -> None:
-        """Let the claimed ones of the staged slots go."""
-        won = {(entry.name, slot) for entry, slot in claimed}
-        self.gate.open(
-            index
-            for index, (entry, slot) in enumerate(self.batch.slots)
-            if (entry.name, slot) in won
-        )
-
-    def drop(self) -> None:
-        """Let none go, unless ``admit`` came first (the claim failed, or the beat got no
-        further): the staged messages are dropped, unsent, and the broker's thread goes on."""
-        self.gate.close()
 
 
 class Publisher:

@@ -136,14 +136,18 @@ def test_backfilled_slots_are_judged_each_at_most_once_and_only_if_asked() -> No
     assert backfill_problems(seconds(0, 2, entry="paused"), asked, logged) == []
 
 
-@pytest.mark.parametrize("claimer", ["", "c1"])
+@pytest.mark.parametrize(("claimer", "leave"), [("", False), ("c1", True)])
 def test_the_judge_reads_the_range_of_a_backfill_left_out_of_the_queue(
-    claimer: str, caplog: pytest.LogCaptureFixture
+    claimer: str, leave: bool, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """The line a beat writes for the rest of a backfill it could not queue again (read as the
-    judge's leave for those slots to be missing) is the line the judge parses."""
+    """The line a beat writes for the rest of a backfill it could not queue again is read as
+    the judge's leave for those slots to be missing only where they may be: when the turn's
+    claim went unanswered too (its claimer is not in the request the store keeps); otherwise
+    the store keeps the request as taken and the next leader sends its slots."""
     request = Request("paused", "r1", T0 + 1, T0 + 5 * SECOND, T0, claimer)
-    with caplog.at_level(logging.ERROR):
+    with caplog.at_level(logging.WARNING):
         unqueued(request, "this beat no longer leads")
+    assert "may not be back in the store's queue" in caplog.text
     read = BACKFILL_UNQUEUED.findall(caplog.text)
-    assert read == [("paused", slot_iso(T0 + 1), slot_iso(T0 + 5 * SECOND))]
+    expected = [("paused", slot_iso(T0 + 1), slot_iso(T0 + 5 * SECOND))] if leave else []
+    assert read == expected
