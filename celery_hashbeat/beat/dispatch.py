@@ -132,11 +132,13 @@ class Dispatcher:
                 self.queue.push(entry, cast(int, entry.slot))
             return
         history = self._watch.outbox.drain()
-        # The messages are staged while the claim is in flight, and wait for its answer at the
-        # gate: only the claimed ones go (publish/gate.py).
+        claim = calls.start(calls.store.claim, self._token, wanted, runs, history=history)
+        # The messages are staged while the claim is in flight (started first, so that it leaves
+        # before the staging takes the interpreter), and wait for its answer at the gate: only
+        # the claimed ones go (publish/gate.py).
         with self._publisher.staging([(entry, cast(int, entry.slot)) for entry in batch]) as staged:
             try:
-                claimed = calls.call(calls.store.claim, self._token, wanted, runs, history=history)
+                claimed = claim.result()
             except Exception as exc:
                 # The claim may have been made and its reply lost: the slots are owed. Leading,
                 # this beat claims them again (its own claim is recognised); otherwise it hands

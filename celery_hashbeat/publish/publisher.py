@@ -188,8 +188,12 @@ class Publisher:
         (``gate``); None where nothing can be staged (no batch sink, the broker in an outage).
         Whatever happens inside, the gate is closed on the way out: what the publish did not
         let go is dropped, unsent."""
-        sink = self.sink
-        if sink is None or self.outage.cause is not None:
+        try:
+            sink = None if self.outage.cause is not None else self.sink
+        except Exception:  # the publish, which goes on without staging, says what it is
+            logger.debug("beat: no batch sink to stage on", exc_info=True)
+            sink = None
+        if sink is None:
             yield None
             return
         gate = Gate()

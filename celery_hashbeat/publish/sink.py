@@ -242,7 +242,8 @@ class BulkSink:
     def stage(self, entry: Entry, slot: int, *, unclaimed: bool = False) -> None:
         plan, self._next = self._next, None
         assert plan is not None, "stage() follows direct() for the same entry"
-        reply_to = self._thread_view().reply_to
+        thread = self._thread_view()
+        reply_to = thread.reply_to
         ready = self._ready.pop(entry.name, None)
         if ready is not None and (
             ready[:3] != (slot, plan, reply_to)
@@ -254,7 +255,7 @@ class BulkSink:
         else:
             task_id, when = ready.unsent[1:3]
         if not unclaimed:
-            self._admitted(entry, plan, task_id, when)
+            self._admitted(entry, plan, task_id, when, thread.on_task_call)
         self._declare(plan.destination.declare)
         output = self._output
         if isinstance(output, ProducerOutput):
@@ -273,18 +274,25 @@ class BulkSink:
         output = cast("RedisPipeline", self._output)  # the one output that speculates
         output.keep(allowed)
         buffered, self._unsent = self._unsent, deque()
+        call = self._thread_view().on_task_call
         for entry, go, unsent in zip(entries, allowed, buffered, strict=True):
             if go:
-                self._admitted(entry, unsent[0], unsent[1], unsent[2])
+                self._admitted(entry, unsent[0], unsent[1], unsent[2], call)
                 self._unsent.append(unsent)
 
-    def _admitted(self, entry: Entry, plan: Plan, task_id: str, when: str) -> None:
+    def _admitted(
+        self,
+        entry: Entry,
+        plan: Plan,
+        task_id: str,
+        when: str,
+        on_task_call: Callable[[Any, str], object] | None,
+    ) -> None:
         """What comes before a message that is to go: the beat's announcement (its log line, a
         run it replaces) and the result backend's ``on_task_call``."""
         self._announce(entry, task_id, when)
-        call = self._thread_view().on_task_call
-        if not plan.ignore_result and call is not None:
-            call(self.producer, task_id)
+        if not plan.ignore_result and on_task_call is not None:
+            on_task_call(self.producer, task_id)
 
     def _make(
         self, entry: Entry, plan: Plan, task_id: str, when: str, reply_to: str
