@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from celery_hashbeat.beat.storecalls import StoreCalls
     from celery_hashbeat.entries.entry import Entry
     from celery_hashbeat.observe.watch import Watch
-    from celery_hashbeat.publish.gate import Staged
+    from celery_hashbeat.publish.bulk import Staged
     from celery_hashbeat.publish.publisher import Publisher
     from celery_hashbeat.store.values import Claimed, Fence
 

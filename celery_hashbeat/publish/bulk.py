@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING, NamedTuple, Protocol, TypeVar
 
 from celery_hashbeat.publish.batch import (
     TRANSIENT_ERRORS,
@@ -24,6 +24,10 @@ from celery_hashbeat.publish.batch import (
     never_reached,
 )
 from celery_hashbeat.publish.gate import Gate
+
+if TYPE_CHECKING:
+    from celery_hashbeat._background import Job
+    from celery_hashbeat.entries.entry import Entry
 
 E = TypeVar("E")
 E_contra = TypeVar("E_contra", contravariant=True)
@@ -274,3 +278,25 @@ class Bulk(Batch[E]):
             carry_on = False
         pending.clear()
         return carry_on
+
+
+class Staged(NamedTuple):
+    """A publish started while its slots' claim is in flight (``Publisher.stage``)."""
+
+    batch: Bulk[Entry]
+    gate: Gate
+    job: Job
+
+    def admit(self, claimed: list[tuple[Entry, int]]) -> None:
+        """Let the claimed ones of the staged slots go."""
+        won = {(entry.name, slot) for entry, slot in claimed}
+        self.gate.open(
+            index
+            for index, (entry, slot) in enumerate(self.batch.slots)
+            if (entry.name, slot) in won
+        )
+
+    def drop(self) -> None:
+        """Let none go, unless ``admit`` came first (the claim failed, or the beat got no
+        further): the staged messages are dropped, unsent, and the broker's thread goes on."""
+        self.gate.close()

@@ -13,12 +13,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, NamedTuple
-
-if TYPE_CHECKING:
-    from celery_hashbeat._background import Job
-    from celery_hashbeat.entries.entry import Entry
-    from celery_hashbeat.publish.bulk import Bulk
 
 
 class Gate:
@@ -44,25 +38,3 @@ class Gate:
         """The places allowed, once the leader said (the batch's thread waits here)."""
         self._opened.wait()
         return self._allowed
-
-
-class Staged(NamedTuple):
-    """A publish started while its slots' claim is in flight (``Publisher.stage``)."""
-
-    batch: Bulk[Entry]
-    gate: Gate
-    job: Job
-
-    def admit(self, claimed: list[tuple[Entry, int]]) -> None:
-        """Let the claimed ones of the staged slots go."""
-        won = {(entry.name, slot) for entry, slot in claimed}
-        self.gate.open(
-            index
-            for index, (entry, slot) in enumerate(self.batch.slots)
-            if (entry.name, slot) in won
-        )
-
-    def drop(self) -> None:
-        """Let none go, unless ``admit`` came first (the claim failed, or the beat got no
-        further): the staged messages are dropped, unsent, and the broker's thread goes on."""
-        self.gate.close()

@@ -22,8 +22,8 @@ from celery_hashbeat._logs import SCHEDULER
 from celery_hashbeat._outage import Once, Outage
 from celery_hashbeat.publish.ahead import MARGIN_MS, Ahead, Upcoming
 from celery_hashbeat.publish.batch import TRANSIENT_ERRORS, Batch, Outcome, Settled
-from celery_hashbeat.publish.bulk import Bulk
-from celery_hashbeat.publish.gate import Gate, Staged
+from celery_hashbeat.publish.bulk import Bulk, Staged
+from celery_hashbeat.publish.gate import Gate
 from celery_hashbeat.publish.message import slot_iso, slot_task_id
 from celery_hashbeat.publish.sink import BulkSink, unsupported
 
