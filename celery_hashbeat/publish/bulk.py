@@ -34,7 +34,7 @@ E_contra = TypeVar("E_contra", contravariant=True)
 
 
 class Sink(Protocol[E_contra]):
-    """Where a ``Bulk`` batch puts its messages (``bulk.BulkSink``)."""
+    """Where a ``Bulk`` batch puts its messages (``sink.BulkSink``)."""
 
     @property
     def immediate(self) -> bool:
