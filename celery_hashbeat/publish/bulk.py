@@ -61,10 +61,8 @@ class Sink(Protocol[E_contra]):
         None if the broker took it, else why not (a ``MayHaveGone`` if it may have, an
         ``Undeliverable`` if it never will). Raises if the round trip failed as a whole."""
 
-    def discard(self) -> int:
-        """Drop what is buffered and not yet written; how many of the buffered messages (the
-        first ones) were written already (the output may write a chunk's first messages while
-        the rest are made): the next ``flush`` settles them."""
+    def discard(self) -> None:
+        """Drop what is buffered, unsent."""
 
     def sent(self, entry: E_contra, slot: int) -> None:
         """The slot's message reached the broker (signals, hooks)."""
@@ -207,12 +205,9 @@ class Bulk(Batch[E]):
         return [each for index, each in enumerate(settled) if index not in excluded]
 
     def _abandon(self, pending: list[int]) -> None:
-        """Stop the batch: the buffered messages not yet written are dropped (never sent: given
-        back); those the sink wrote already are on their way, and settled as a flush settles
-        them, cut short or not."""
-        written = self._sink.discard()
-        del pending[written:]
-        self._flush(pending, settling=True)
+        """Stop the batch: the buffered messages were never sent, and are given back."""
+        self._sink.discard()
+        pending.clear()
 
     def _begin(self, index: int) -> None:
         with self._lock:
@@ -231,13 +226,12 @@ class Bulk(Batch[E]):
         self._end(index, Outcome.SENT, None)
         return True
 
-    def _flush(self, pending: list[int], settling: bool = False) -> bool:
-        """Send the buffered chunk; whether the batch may go on. Empties ``pending``. A batch
-        cut short sends nothing more, unless ``settling`` what was written already."""
+    def _flush(self, pending: list[int]) -> bool:
+        """Send the buffered chunk; whether the batch may go on. Empties ``pending``."""
         if not pending:
             return True
         with self._lock:
-            if self._cancelled and not settling:
+            if self._cancelled:
                 return False
             self._in_flight_since = time.monotonic()
             self._started = pending[-1] + 1

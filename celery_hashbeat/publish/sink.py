@@ -4,7 +4,7 @@
 (see ``plans``) and, on Redis, on one round trip per message. Here each slot's message is made by
 Celery's own ``create_task_message`` from the entry's plan and handed to an output: on Redis
 (``redis_batch``) kombu's channel encodes it and a chunk goes in one pipeline; on RabbitMQ
-(``amqp_batch``) kombu and py-amqp encode it and a chunk's frames go in a few large writes;
+(``amqp_batch``) kombu and py-amqp encode it and a chunk's frames go in one write;
 elsewhere it is published at once. A later slot of an entry is the first one's encoded message
 with its own task id and slot (a stencil), unless a ``before_task_publish`` receiver wants to
 see the message first. What a worker receives is the message ``apply_async`` would have sent (a
@@ -90,7 +90,7 @@ class Ready(NamedTuple):
 
 def output_for(producer: Any) -> RedisPipeline | AmqpWrites | ProducerOutput:
     """A pipeline where kombu's Redis channel can hand over its commands without retrying them
-    (redis-py retries could run a pipeline twice); a few writes per chunk on py-amqp without
+    (redis-py retries could run a pipeline twice); one write per chunk on py-amqp without
     confirms; else one publish per message."""
     channel = producer.channel
     if hasattr(channel, "create_publish_batch") and producer.supports_batch_publish:
@@ -361,11 +361,9 @@ class BulkSink:
             self._unsent.clear()
             raise
 
-    def discard(self) -> int:
-        written = self._output.discard()
-        while len(self._unsent) > written:
-            self._unsent.pop()
-        return written
+    def discard(self) -> None:
+        self._unsent.clear()
+        self._output.discard()
 
     def sent(self, entry: Entry, slot: int) -> None:
         plan, _, _, headers, body = self._unsent.popleft()

@@ -17,17 +17,12 @@ from tests.publish.test_batch_account import outcomes, refused
 
 
 class Sink:
-    """Buffers entries; ``flush`` sends them, or fails as told for the n-th flush. With
-    ``write_ahead``, every ``write_ahead`` entries buffered are written (as RabbitMQ's output
-    writes a chunk's first messages while the rest are made)."""
+    """Buffers entries; ``flush`` sends them, or fails as told for the n-th flush. One that
+    ``speculates`` may stage before the claim answers (as the Redis output does)."""
 
-    def __init__(
-        self, immediate: bool = False, write_ahead: int = 0, speculates: bool = False
-    ) -> None:
+    def __init__(self, immediate: bool = False, speculates: bool = False) -> None:
         self.immediate = immediate
-        self.write_ahead = write_ahead
         self.speculates = speculates
-        self.written = 0
         self.buffered: list[str] = []
         self.log: list[str] = []
         self.fail_flush: dict[int, Exception] = {}
@@ -43,13 +38,10 @@ class Sink:
             raise self.fail_stage[entry]
         self.log.append(f"{'staged' if unclaimed else 'announced'} {entry}")
         self.buffered.append(entry)
-        if self.write_ahead and len(self.buffered) - self.written >= self.write_ahead:
-            self.log.append(f"wrote {len(self.buffered) - self.written}")
-            self.written = len(self.buffered)
 
     def flush(self) -> list[BaseException | None]:
         self.flushes += 1
-        chunk, self.buffered, self.written = self.buffered, [], 0
+        chunk, self.buffered = self.buffered, []
         if self.flushes in self.fail_flush:
             raise self.fail_flush[self.flushes]
         answers = self.answers.get(self.flushes, {})
@@ -61,10 +53,9 @@ class Sink:
         self.buffered = [entry for entry, go in zip(entries, allowed, strict=True) if go]
         self.log += [f"announced {entry}" for entry in self.buffered]
 
-    def discard(self) -> int:
-        self.log.append(f"discarded {len(self.buffered) - self.written}")
-        del self.buffered[self.written :]
-        return self.written
+    def discard(self) -> None:
+        self.log.append(f"discarded {len(self.buffered)}")
+        self.buffered = []
 
     def sent(self, entry: str, slot: int) -> None:
         self.log.append(f"after {entry}")
@@ -178,43 +169,6 @@ def test_a_cancelled_batch_gives_back_what_it_buffered() -> None:
     assert sends(sink) == ["discarded 2"]
 
 
-def test_a_cancelled_batch_settles_what_was_written_ahead_and_gives_back_the_rest() -> None:
-    sink = Sink(write_ahead=2)
-    batch = bulk(sink, "a", "b", "c", "d", "e", chunk=5)
-    stage = sink.stage
-
-    def stage_then_cancel(entry: str, slot: int, **how: bool) -> None:
-        stage(entry, slot, **how)
-        if entry == "c":
-            batch.cancel()
-
-    sink.stage = stage_then_cancel  # type: ignore[method-assign]
-    batch.run()
-    assert outcomes(batch) == {
-        "a": Outcome.SENT,  # written before the cut: on their way, settled by a flush
-        "b": Outcome.SENT,
-        "c": Outcome.UNSENT,  # buffered only: given back
-        "d": Outcome.UNSENT,
-        "e": Outcome.UNSENT,
-    }
-    assert sends(sink) == ["wrote 2", "discarded 1", "sent a", "sent b", "after a", "after b"]
-
-
-def test_a_building_error_after_a_write_ahead_keeps_the_written_messages_account() -> None:
-    sink = Sink(write_ahead=2)
-    sink.fail_stage = {"down": OperationalError("Connection reset by peer")}
-    sink.fail_flush[1] = OperationalError("Connection reset by peer")
-    batch = bulk(sink, "a", "b", "c", "down", "d", chunk=5)
-    batch.run()
-    assert outcomes(batch) == {
-        "a": Outcome.UNKNOWN,  # written, and the connection broke before the answer: kept
-        "b": Outcome.UNKNOWN,
-        "c": Outcome.UNSENT,  # buffered only: given back
-        "down": Outcome.FAILED,
-        "d": Outcome.UNSENT,
-    }
-
-
 def test_an_immediate_sink_accounts_message_by_message() -> None:
     sink = Sink(immediate=True)
     sink.fail_stage = {"cut": OperationalError("Connection closed by server.")}
@@ -278,7 +232,7 @@ def test_a_gated_batch_stages_one_chunk_then_skips_the_slots_kept_out() -> None:
 
 
 def test_a_sink_that_cannot_hold_messages_back_stages_nothing_before_the_gate() -> None:
-    sink = Sink(write_ahead=1)  # writes as it stages: nothing may be staged unclaimed
+    sink = Sink(speculates=False)  # as RabbitMQ's: nothing may be staged unclaimed
     batch, gate, thread = gated(sink, "a", "b")
     time.sleep(0.05)
     assert sink.log == []

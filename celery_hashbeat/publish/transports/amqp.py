@@ -1,12 +1,10 @@
-"""A chunk of task messages for RabbitMQ (py-amqp), written to the socket a few dozen at a time.
+"""A chunk of task messages for RabbitMQ (py-amqp), written to the socket in one go.
 
 py-amqp encodes each message's frames in Python and writes them with a system call of its own,
 which is most of what a publish costs once Celery's message building is out of the way. Here a
 message is published as usual (kombu's ``Producer.publish``: kombu and py-amqp encode it), but its
-frames are kept as they are handed to the transport, and written with one ``sendall`` per
-``WRITE_AHEAD_BYTES`` while the rest of the chunk is made, so that the broker takes the first
-messages meanwhile (docs/design.md §15). AMQP needs no answer to a publish, so nothing waits for
-one until the chunk's end.
+frames are kept as they are handed to the transport, and a chunk's are written with one
+``sendall``. AMQP needs no answer to a publish, so nothing waits for one.
 
 As on Redis (``redis_batch``), the first slot's frames of an entry are kept as a ``FrameStencil``,
 and a later slot's are those bytes with the task id and ``hashbeat_slot`` replaced: strings of the
@@ -59,11 +57,6 @@ CONFIRM_WAIT = 10.0
 #: An exchange found missing is looked up again after this long (seconds): until then its
 #: messages are dropped without being written.
 MISSING_RECHECK_S = 5.0
-
-#: A chunk's frames are written once this many bytes of them are held back, while the rest of
-#: the chunk is made: the broker takes the first messages as the next are made, rather than all
-#: of them after (bytes; a few dozen task messages).
-WRITE_AHEAD_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,11 +184,6 @@ class AmqpWrites:
         self.producer = producer
         self._single = single
         self._messages: list[Frames] = []
-        #: How many of the chunk's messages were written ahead (``put``), and the bytes held
-        #: back since; the error that broke a write ahead, which the flush raises.
-        self._written = 0
-        self._held_bytes = 0
-        self._broken: BaseException | None = None
         self.transport: Any = None
         #: Exchanges the broker said it does not have, with when it said so (monotonic s).
         self._missing: dict[str, float] = {}
@@ -260,32 +248,15 @@ class AmqpWrites:
         return Frames(stencil.channel, stencil.frames_for(task_id, when), exchange_name(plan))
 
     def put(self, frames: Frames) -> bool:
-        """Buffer a message's frames for the next ``flush``, writing the buffered ones once
-        ``WRITE_AHEAD_BYTES`` of them are held back; False if they were made for a channel this
-        chunk is not on (a reconnect since). Raises ``Undeliverable`` for an exchange the
-        broker does not have."""
+        """Buffer a message's frames for the next ``flush``; False if they were made for a
+        channel this chunk is not on (a reconnect since). Raises ``Undeliverable`` for an
+        exchange the broker does not have."""
         self._fresh()
         if frames.channel != self._channel():
             return False
         self._check(frames.exchange)
         self._messages.append(frames)
-        self._held_bytes += len(frames.data)
-        if self._held_bytes >= WRITE_AHEAD_BYTES:
-            self._write_ahead()
         return True
-
-    def _write_ahead(self) -> None:
-        """Write the messages held back, without waiting for the broker: its answer comes with
-        the flush's, which covers every message of the chunk. A write that fails is kept for the
-        flush to raise (as if the chunk's one write had failed); nothing more is written."""
-        held = self._messages[self._written :]
-        self._written, self._held_bytes = len(self._messages), 0
-        if self._broken is not None:
-            return
-        try:
-            self.transport.write(b"".join(message.data for message in held))
-        except Exception as exc:
-            self._broken = exc
 
     def _check(self, exchange: str) -> None:
         """Refuse a message to an exchange the broker lately said it does not have; look an
@@ -314,26 +285,18 @@ class AmqpWrites:
         return (id(channel.connection), channel.channel_id)
 
     def flush(self) -> list[BaseException | None]:
-        """Write the buffered messages not yet written and read the broker's answer to the
-        chunk. If the broker closed the channel over one of them, that one is refused, the ones
-        after it (which the broker discarded) are written again on the reopened channel, and so
-        on."""
+        """Write the buffered messages and read the broker's answer to them. If the broker
+        closed the channel over one of them, that one is refused, the ones after it (which the
+        broker discarded) are written again on the reopened channel, and so on."""
         messages, self._messages = self._messages, []
-        written, broken = self._written, self._broken
-        self._written, self._held_bytes, self._broken = 0, 0, None
-        if broken is not None:
-            raise broken
         verdicts: list[BaseException | None] = [None] * len(messages)
         todo = list(range(len(messages)))
-        unwritten = todo[written:]
         while todo:
-            if unwritten:
-                self.transport.write(b"".join(messages[index].data for index in unwritten))
+            self.transport.write(b"".join(messages[index].data for index in todo))
             try:
                 answers = self._answers(len(todo))
             except amqp.ChannelError as exc:  # the broker closed the channel
                 todo = self._closed(exc, [messages[index] for index in todo], todo, verdicts)
-                unwritten = todo
                 continue
             for index, answer in zip(todo, answers, strict=True):
                 verdicts[index] = answer
@@ -376,9 +339,5 @@ class AmqpWrites:
         if self._confirms is not None:
             self._confirms.reset()
 
-    def discard(self) -> int:
-        """Drop the messages not yet written; how many were (the first ones, written ahead):
-        they are on their way, and the next flush settles them."""
-        del self._messages[self._written :]
-        self._held_bytes = 0
-        return self._written
+    def discard(self) -> None:
+        self._messages = []

@@ -265,11 +265,9 @@ class RedisPipeline:
                     taken.add(index)
         return [_verdict(index in taken, refused.get(index)) for index in range(len(messages))]
 
-    def discard(self) -> int:
-        """Drop the buffered messages (none was written before the flush)."""
+    def discard(self) -> None:
         self._messages.clear()
         self._prepared = None
-        return 0
 
 
 @dataclass(frozen=True, slots=True)
