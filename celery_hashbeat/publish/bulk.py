@@ -156,9 +156,7 @@ class Bulk(Batch[E]):
             if immediate:
                 self._begin(index)
             try:
-                sink.stage(entry, slot, unclaimed=self._gate is not None)
-                if self._gate is not None and index % YIELD_EVERY == YIELD_EVERY - 1:
-                    time.sleep(0)  # the claim's thread, if waiting, takes the interpreter
+                self._stage(index, entry, slot)
             except Exception as exc:
                 self._pass_gate(pending)
                 outcome = self._classify(exc)
@@ -184,6 +182,14 @@ class Bulk(Batch[E]):
             self._abandon(pending)
         else:
             self._flush(pending)
+
+    def _stage(self, index: int, entry: E, slot: int) -> None:
+        """Stage the slot's message: unannounced while the claim is in flight, letting go of
+        the interpreter lock every ``YIELD_EVERY`` messages meanwhile."""
+        unclaimed = self._gate is not None
+        self._sink.stage(entry, slot, unclaimed=unclaimed)
+        if unclaimed and index % YIELD_EVERY == YIELD_EVERY - 1:
+            time.sleep(0)  # the claim's thread, if waiting, takes the lock
 
     def _pass_gate(self, pending: list[int]) -> None:
         """Wait for the claim's answer (once, if the batch has a gate): the slots it kept out
