@@ -26,9 +26,7 @@ class Abandoned(Exception):  # noqa: N818 - it is not an error of the call, but 
     """The caller stopped waiting; the call may still complete, or may have done so."""
 
 
-class Job:
-    """One call handed to the helper thread: its outcome once ``done`` is set."""
-
+class _Call:
     __slots__ = ("args", "done", "error", "function", "result")
 
     def __init__(self, function: Callable[..., Any], args: tuple[Any, ...]) -> None:
@@ -52,38 +50,29 @@ class Runner:
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self._inbox: queue.SimpleQueue[Job | None] | None = None
+        self._inbox: queue.SimpleQueue[_Call | None] | None = None
         self._count = 0
 
     def call(self, function: Callable[..., T], *args: Any, give_up: Callable[[], bool]) -> T:
         """``function(*args)`` on the helper thread; raises Abandoned if ``give_up()`` turns
         true before it returns."""
-        result: T = self.wait(self.submit(function, *args), give_up=give_up)
-        return result
-
-    def submit(self, function: Callable[..., Any], *args: Any) -> Job:
-        """Start ``function(*args)`` on the helper thread, after the calls before it, and return
-        at once: ``wait`` for it later (a caller with other work to do meanwhile)."""
-        job = Job(function, args)
+        job = _Call(function, args)
         self._inbox_for_use().put(job)
-        return job
-
-    def wait(self, job: Job, *, give_up: Callable[[], bool]) -> Any:
-        """The result of a submitted call, as ``call`` waits for it."""
         while not job.done.wait(POLL):
             if give_up():
                 self._retire()
                 raise Abandoned("gave up waiting for the call to return")
         if job.error is not None:
             raise job.error
-        return job.result
+        result: T = job.result
+        return result
 
     def close(self) -> None:
         self._retire()
 
-    def _inbox_for_use(self) -> queue.SimpleQueue[Job | None]:
+    def _inbox_for_use(self) -> queue.SimpleQueue[_Call | None]:
         if self._inbox is None:
-            inbox: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
+            inbox: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()
             self._count += 1
             thread = threading.Thread(
                 target=_serve, args=(inbox,), name=f"{self.name}-{self._count}", daemon=True
@@ -99,6 +88,6 @@ class Runner:
             self._inbox = None
 
 
-def _serve(inbox: queue.SimpleQueue[Job | None]) -> None:
+def _serve(inbox: queue.SimpleQueue[_Call | None]) -> None:
     while (job := inbox.get()) is not None:
         job.run()

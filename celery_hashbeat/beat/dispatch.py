@@ -34,9 +34,8 @@ if TYPE_CHECKING:
     from celery_hashbeat.beat.storecalls import StoreCalls
     from celery_hashbeat.entries.entry import Entry
     from celery_hashbeat.observe.watch import Watch
-    from celery_hashbeat.publish.bulk import Staged
     from celery_hashbeat.publish.publisher import Publisher
-    from celery_hashbeat.store.values import Claimed, Fence
+    from celery_hashbeat.store.values import Fence
 
 #: The scheduler's logger: operators filter one name for everything a beat says about its slots.
 logger = SCHEDULER
@@ -132,32 +131,15 @@ class Dispatcher:
                 self.queue.push(entry, cast(int, entry.slot))
             return
         history = self._watch.outbox.drain()
-        claim = calls.start(calls.store.claim, self._token, wanted, runs, history=history)
-        # The messages are staged while the claim is in flight (started first, so that it leaves
-        # before the staging takes the interpreter), and wait for its answer at the gate: only
-        # the claimed ones go (publish/gate.py).
-        with self._publisher.staging([(entry, cast(int, entry.slot)) for entry in batch]) as staged:
-            try:
-                claimed = claim.result()
-            except Exception as exc:
-                # The claim may have been made and its reply lost: the slots are owed. Leading,
-                # this beat claims them again (its own claim is recognised); otherwise it hands
-                # them over (docs/design.md §10).
-                self.owed.owe((name, slot) for name, (slot, _) in wanted.items())
-                self._unconfirmed(batch, exc, now)
-                return
-            self._claimed(batch, wanted, claimed, staged, now)
-
-    def _claimed(
-        self,
-        batch: list[Entry],
-        wanted: Mapping[str, tuple[int, str]],
-        claimed: Claimed,
-        staged: Staged | None,
-        now: int,
-    ) -> None:
-        """Settle a claim's answer: send the slots it won (``staged`` already, if given), put
-        the others back by their verdict."""
+        try:
+            claimed = calls.call(calls.store.claim, self._token, wanted, runs, history=history)
+        except Exception as exc:
+            # The claim may have been made and its reply lost: the slots are owed. Leading, this
+            # beat claims them again (its own claim is recognised); otherwise it hands them over
+            # (docs/design.md §10).
+            self.owed.owe((name, slot) for name, (slot, _) in wanted.items())
+            self._unconfirmed(batch, exc, now)
+            return
         self._replicas.answered()
         mine: list[tuple[Entry, int]] = []
         for entry in batch:
@@ -174,7 +156,7 @@ class Dispatcher:
         for name in claimed:
             self.owed.paid(name, wanted[name][0])
         if mine:
-            self._settle(self._publisher.publish(mine, self._still_leading, staged), now)
+            self._settle(self.publish(mine), now)
             self._write_history()
         if len(claimed) < len(batch):
             self._lease.due_s = 0.0

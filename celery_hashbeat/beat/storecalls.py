@@ -18,9 +18,9 @@ import enum
 import time
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, Final, Generic, Literal, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Final, Literal, ParamSpec, TypeVar
 
-from celery_hashbeat._background import Abandoned, Job, Runner
+from celery_hashbeat._background import Abandoned, Runner
 from celery_hashbeat.store.errors import StoreUnavailable
 
 if TYPE_CHECKING:
@@ -37,25 +37,6 @@ class Failure(enum.Enum):
 
 
 FAILED: Final = Failure.FAILED
-
-
-class Pending(Generic[T]):
-    """A store call under way (``StoreCalls.start``)."""
-
-    def __init__(self, runner: Runner, give_up: Callable[[], bool], job: Job, name: str) -> None:
-        self._runner = runner
-        self._give_up = give_up
-        self._job = job
-        self._name = name
-
-    def result(self) -> T:
-        """The call's answer, waited for as ``StoreCalls.call`` waits; ``StoreUnavailable`` if
-        the beat stops waiting."""
-        try:
-            answer: T = self._runner.wait(self._job, give_up=self._give_up)
-        except Abandoned as exc:
-            raise StoreUnavailable(f"{self._name}: {exc}") from None
-        return answer
 
 
 class StoreCalls:
@@ -90,15 +71,11 @@ class StoreCalls:
     def call(self, method: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
         """``method(*args, **kwargs)`` on the store's thread; ``StoreUnavailable`` if the beat
         stops waiting for it (its outcome is then unknown)."""
-        return self.start(method, *args, **kwargs).result()
-
-    def start(self, method: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> Pending[T]:
-        """``call``, started now and waited for later (``Pending.result``): the beat does other
-        work while the store answers."""
-        job = self._runner.submit(partial(method, *args, **kwargs))
-        return Pending(
-            self._runner, self._give_up, job, getattr(method, "__name__", "a store call")
-        )
+        try:
+            return self._runner.call(partial(method, *args, **kwargs), give_up=self._give_up)
+        except Abandoned as exc:
+            name = getattr(method, "__name__", "a store call")
+            raise StoreUnavailable(f"{name}: {exc}") from None
 
     def attempt(
         self, method: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs

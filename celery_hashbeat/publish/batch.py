@@ -3,7 +3,7 @@
 The slots go out on a helper thread while the scheduler's main thread waits, so that the main
 thread can renew the lease inside a long batch, answer a stop, and leave a hung broker behind:
 one message at a time (``Batch``), or in chunks through a ``Sink`` that sends each chunk in one go
-(``bulk.Bulk``). Each slot ends in exactly one state:
+(``Bulk``). Each slot ends in exactly one state:
 
 - ``SENT``: the broker took the message;
 - ``DROPPED``: the message can never be sent (it cannot be serialised, names an unknown queue...);
@@ -27,11 +27,12 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Generic, NamedTuple, TypeVar
+from typing import Generic, NamedTuple, Protocol, TypeVar
 
 from kombu.exceptions import OperationalError
 
 E = TypeVar("E")
+E_contra = TypeVar("E_contra", contravariant=True)
 
 
 class Outcome(enum.Enum):
@@ -158,3 +159,183 @@ class MayHaveGone(Exception):  # noqa: N818 - an outcome, not a failure of the c
 class Undeliverable(Exception):  # noqa: N818 - the broker's answer, not a failure of the caller
     """A message the broker refused for a reason every slot of its entry shares (an exchange it
     does not have): the slot is dropped and the batch goes on with the others."""
+
+
+class Sink(Protocol[E_contra]):
+    """Where a ``Bulk`` batch puts its messages (``bulk.BulkSink``)."""
+
+    @property
+    def immediate(self) -> bool:
+        """Whether ``stage`` sends at once (AMQP) rather than buffering until ``flush``."""
+
+    def direct(self, entry: E_contra) -> bool:
+        """Whether this entry's slots must go one by one through ``send`` instead."""
+
+    def stage(self, entry: E_contra, slot: int) -> None:
+        """Build the slot's message and buffer it (or send it, if immediate)."""
+
+    def flush(self) -> list[BaseException | None]:
+        """Send what is buffered, in as few round trips as the transport allows; per message,
+        None if the broker took it, else why not (a ``MayHaveGone`` if it may have, an
+        ``Undeliverable`` if it never will). Raises if the round trip failed as a whole."""
+
+    def discard(self) -> None:
+        """Drop what is buffered, unsent."""
+
+    def sent(self, entry: E_contra, slot: int) -> None:
+        """The slot's message reached the broker (signals, hooks)."""
+
+    def unsent(self, entry: E_contra, slot: int) -> None:
+        """The slot's buffered message did not go out."""
+
+
+class Bulk(Batch[E]):
+    """A batch whose messages go out together through a ``Sink``: buffered up to ``chunk`` at a
+    time and sent in one go, so a slot is only as late as its chunk, not as the whole queue.
+
+    The account stays exact per message: a chunk that was sent in full is ``SENT``; a chunk whose
+    round trip failed is ``FAILED`` if the broker surely took none of it (refused), else
+    ``UNKNOWN``; a message the broker refused for good (``Undeliverable``) is ``DROPPED`` and the
+    rest go on; a chunk never sent (cut short, or a message that could not be built because the
+    broker is unreachable) is given back as ``UNSENT``. ``in_flight_for`` counts from the
+    connect on, so a broker that hangs anywhere (connect, channel set-up, declare, write) is
+    left behind. Entries the sink cannot build go through
+    ``send`` one by one, as in ``Batch``, after the chunk before them went out.
+    """
+
+    def __init__(
+        self,
+        slots: Sequence[tuple[E, int]],
+        sink: Sink[E],
+        send: Callable[[E, int], object],
+        transient: tuple[type[BaseException], ...] = TRANSIENT_ERRORS,
+        connect: Callable[[], object] = lambda: None,
+        chunk: int = 500,
+    ) -> None:
+        super().__init__(slots, send, transient, connect)
+        self._sink = sink
+        self._chunk = chunk
+
+    def run(self) -> None:
+        # The clock runs from before the connect to the last answer: a connect, a channel's
+        # set-up or a declare that hangs is a broker that does not answer, like a publish.
+        with self._lock:
+            self._in_flight_since = time.monotonic()
+        try:
+            self._run()
+        finally:
+            with self._lock:
+                self._in_flight_since = None
+
+    def _end(self, index: int, outcome: Outcome, error: BaseException | None) -> None:
+        """As ``Batch._end``, but the clock goes on: the next wait on the broker may come
+        before the next message starts (a channel, a declare)."""
+        super()._end(index, outcome, error)
+        with self._lock:
+            self._in_flight_since = time.monotonic()
+
+    def _run(self) -> None:
+        sink = self._sink
+        try:
+            self._connect()
+        except Exception as exc:  # no message has left yet
+            if self.slots:
+                self._end(0, Outcome.FAILED, exc)
+            return
+        pending: list[int] = []
+        immediate = sink.immediate  # the sink's output, fixed once it connected
+        for index, (entry, slot) in enumerate(self.slots):
+            if self._cancelled:
+                break
+            if sink.direct(entry):
+                if not self._flush(pending) or not self._one(index, entry, slot):
+                    return
+                continue
+            if immediate:
+                self._begin(index)
+            try:
+                sink.stage(entry, slot)
+            except Exception as exc:
+                outcome = self._classify(exc)
+                if not immediate and outcome is not Outcome.DROPPED:
+                    outcome = Outcome.FAILED  # only built, never sent: nothing left
+                self._end(index, outcome, exc)
+                if outcome is Outcome.DROPPED:
+                    continue
+                sink.discard()
+                return
+            if immediate:
+                self._end(index, Outcome.SENT, None)
+                sink.sent(entry, slot)
+                continue
+            pending.append(index)
+            if len(pending) >= self._chunk and not self._flush(pending):
+                return
+        if self._cancelled:
+            sink.discard()  # the buffered ones were never sent: given back
+        else:
+            self._flush(pending)
+
+    def _begin(self, index: int) -> None:
+        with self._lock:
+            self._in_flight_since = time.monotonic()
+            self._started = index + 1
+
+    def _one(self, index: int, entry: E, slot: int) -> bool:
+        """Send one slot as ``Batch`` does; whether the batch may go on."""
+        self._begin(index)
+        try:
+            self._send(entry, slot)
+        except Exception as exc:
+            outcome = self._classify(exc)
+            self._end(index, outcome, exc)
+            return outcome is Outcome.DROPPED
+        self._end(index, Outcome.SENT, None)
+        return True
+
+    def _flush(self, pending: list[int]) -> bool:
+        """Send the buffered chunk; whether the batch may go on. Empties ``pending``."""
+        if not pending:
+            return True
+        with self._lock:
+            if self._cancelled:
+                return False
+            self._in_flight_since = time.monotonic()
+            self._started = pending[-1] + 1
+        try:
+            errors = self._sink.flush()
+        except Exception as exc:
+            # Whatever broke, part of the chunk may have gone out, unless the broker refused.
+            outcome = Outcome.FAILED if never_reached(exc) else Outcome.UNKNOWN
+            for index in pending:
+                self._end(index, outcome, exc)
+            pending.clear()
+            return False
+        if not any(errors):  # the usual chunk: every message taken, settled under one lock
+            with self._lock:
+                for index in pending:
+                    self.outcomes[index] = Outcome.SENT
+                self._in_flight_since = time.monotonic()
+            sent = self._sink.sent
+            for index in pending:
+                sent(*self.slots[index])
+            pending.clear()
+            return True
+        carry_on = True
+        for index, error in zip(pending, errors, strict=True):
+            if error is None:
+                self._end(index, Outcome.SENT, None)
+                self._sink.sent(*self.slots[index])
+                continue
+            if isinstance(error, Undeliverable):  # this message's fault alone: the rest go on
+                self._end(index, Outcome.DROPPED, error)
+                self._sink.unsent(*self.slots[index])
+                continue
+            # The broker answered this message with an error: it did not take it, unless the
+            # error says it may have (part of a fanout).
+            unsure = isinstance(error, MayHaveGone)
+            self._end(index, Outcome.UNKNOWN if unsure else Outcome.FAILED, error)
+            self._sink.unsent(*self.slots[index])
+            carry_on = False
+        pending.clear()
+        return carry_on

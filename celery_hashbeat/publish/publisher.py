@@ -13,17 +13,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from celery_hashbeat._background import Abandoned, Job, Runner
+from celery_hashbeat._background import Abandoned, Runner
 from celery_hashbeat._logs import SCHEDULER
 from celery_hashbeat._outage import Once, Outage
 from celery_hashbeat.publish.ahead import MARGIN_MS, Ahead, Upcoming
-from celery_hashbeat.publish.batch import TRANSIENT_ERRORS, Batch, Outcome, Settled
-from celery_hashbeat.publish.bulk import Bulk, Staged
-from celery_hashbeat.publish.gate import Gate
+from celery_hashbeat.publish.batch import TRANSIENT_ERRORS, Batch, Bulk, Outcome, Settled
 from celery_hashbeat.publish.message import slot_iso, slot_task_id
 from celery_hashbeat.publish.sink import BulkSink, unsupported
 
@@ -181,45 +178,15 @@ class Publisher:
         self._send(entry, task_id, when)
         self._sent(entry)
 
-    @contextmanager
-    def staging(self, slots: list[tuple[Entry, int]]) -> Iterator[Staged | None]:
-        """Start the publish of ``slots`` while their claim is in flight: the broker's thread
-        stages their messages and waits at a gate for ``publish`` to say which were claimed
-        (``gate``); None where nothing can be staged (no batch sink, the broker in an outage).
-        Whatever happens inside, the gate is closed on the way out: what the publish did not
-        let go is dropped, unsent."""
-        try:
-            sink = None if self.outage.cause is not None else self.sink
-        except Exception:  # the publish, which goes on without staging, says what it is
-            logger.debug("beat: no batch sink to stage on", exc_info=True)
-            sink = None
-        if sink is None:
-            yield None
-            return
-        gate = Gate()
-        batch = Bulk(slots, sink, self.send_slot, self.transient_errors, self.connect, CHUNK, gate)
-        staged = Staged(batch, gate, self._runner.submit(batch.run))
-        try:
-            yield staged
-        finally:
-            staged.drop()
-
     def publish(
-        self,
-        slots: list[tuple[Entry, int]],
-        leading: Callable[[], bool],
-        staged: Staged | None = None,
+        self, slots: list[tuple[Entry, int]], leading: Callable[[], bool]
     ) -> list[Settled[Entry]]:
-        """Publish claimed slots on the broker's thread (those ``staged`` already, if given:
-        ``slots`` are the ones of them the claim won); cut the batch short on a stop, a broker
-        that stops answering, or ``leading()`` turning false (it keeps the lease while
+        """Publish claimed slots on the broker's thread; cut the batch short on a stop, a
+        broker that stops answering, or ``leading()`` turning false (it keeps the lease while
         waiting)."""
         sink = self.sink
         batch: Batch[Entry]
-        if staged is not None:
-            batch = staged.batch
-            staged.admit(slots)
-        elif sink is None:
+        if sink is None:
             batch = Batch(slots, self.send_slot, self.transient_errors, self.connect)
         else:
             batch = Bulk(slots, sink, self.send_slot, self.transient_errors, self.connect, CHUNK)
@@ -237,10 +204,7 @@ class Publisher:
             return not leading()
 
         began = time.monotonic()
-        if staged is None:
-            self._wait_for(batch.run, give_up)
-        else:
-            self._wait_for_job(staged.job, give_up)
+        self._wait_for(batch.run, give_up)
         settled = batch.settle()
         if hung:
             self.outage.failed(
@@ -304,11 +268,8 @@ class Publisher:
         return batch.settle()
 
     def _wait_for(self, run: Callable[[], None], give_up: Callable[[], bool]) -> None:
-        self._wait_for_job(self._runner.submit(run), give_up)
-
-    def _wait_for_job(self, job: Job, give_up: Callable[[], bool]) -> None:
         try:
-            self._runner.wait(job, give_up=give_up)
+            self._runner.call(run, give_up=give_up)
         except Abandoned:
             self.drop_connection()
 

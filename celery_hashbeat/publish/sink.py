@@ -4,12 +4,12 @@
 (see ``plans``) and, on Redis, on one round trip per message. Here each slot's message is made by
 Celery's own ``create_task_message`` from the entry's plan and handed to an output: on Redis
 (``redis_batch``) kombu's channel encodes it and a chunk goes in one pipeline; on RabbitMQ
-(``amqp_batch``) kombu and py-amqp encode it and a chunk's frames go in one write;
-elsewhere it is published at once. A later slot of an entry is the first one's encoded message
-with its own task id and slot (a stencil), unless a ``before_task_publish`` receiver wants to
-see the message first. What a worker receives is the message ``apply_async`` would have sent (a
-test compares them from the broker); ``before_task_publish`` fires as each message is built and
-``after_task_publish`` once it reached the broker.
+(``amqp_batch``) kombu and py-amqp encode it and a chunk's frames go in one write; elsewhere it is
+published at once. A later slot of an entry is the first one's encoded message with its own task
+id and slot (a stencil), unless a ``before_task_publish`` receiver wants to see the message first.
+What a worker receives is the message ``apply_async`` would have sent (a test compares them from
+the broker); ``before_task_publish`` fires as each message is built and ``after_task_publish``
+once it reached the broker.
 
 An entry without a plan, or an app that sends task events (``task_send_sent_event``), runs tasks
 eagerly or listens to the old ``task_sent`` signal goes through ``apply_async`` one by one.
@@ -37,7 +37,7 @@ from celery_hashbeat.publish.transports.producer import ProducerOutput
 from celery_hashbeat.publish.transports.redis import RedisPipeline
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Mapping
 
     from celery import Celery
 
@@ -100,7 +100,7 @@ def output_for(producer: Any) -> RedisPipeline | AmqpWrites | ProducerOutput:
 
 
 class BulkSink:
-    """A ``bulk.Sink`` on a Celery app's producer (one per producer)."""
+    """A ``publishing.Sink`` on a Celery app's producer (one per producer)."""
 
     def __init__(
         self,
@@ -235,11 +235,7 @@ class BulkSink:
         for name in stale:
             del self._ready[name]
 
-    @property
-    def speculates(self) -> bool:
-        return isinstance(self._output, RedisPipeline)
-
-    def stage(self, entry: Entry, slot: int, *, unclaimed: bool = False) -> None:
+    def stage(self, entry: Entry, slot: int) -> None:
         plan, self._next = self._next, None
         assert plan is not None, "stage() follows direct() for the same entry"
         thread = self._thread_view()
@@ -254,8 +250,9 @@ class BulkSink:
             task_id, when = slot_task_id(entry.name, slot), slot_iso(slot)
         else:
             task_id, when = ready.unsent[1:3]
-        if not unclaimed:
-            self._admitted(entry, plan, task_id, when, thread.on_task_call)
+        self._announce(entry, task_id, when)
+        if not plan.ignore_result and thread.on_task_call is not None:
+            thread.on_task_call(self.producer, task_id)
         self._declare(plan.destination.declare)
         output = self._output
         if isinstance(output, ProducerOutput):
@@ -269,30 +266,6 @@ class BulkSink:
         made, unsent = self._make(entry, plan, task_id, when, reply_to)
         output.put(made)
         self._unsent.append(unsent)
-
-    def admit(self, entries: Sequence[Entry], allowed: Sequence[bool]) -> None:
-        output = cast("RedisPipeline", self._output)  # the one output that speculates
-        output.keep(allowed)
-        buffered, self._unsent = self._unsent, deque()
-        call = self._thread_view().on_task_call
-        for entry, go, unsent in zip(entries, allowed, buffered, strict=True):
-            if go:
-                self._admitted(entry, unsent[0], unsent[1], unsent[2], call)
-                self._unsent.append(unsent)
-
-    def _admitted(
-        self,
-        entry: Entry,
-        plan: Plan,
-        task_id: str,
-        when: str,
-        on_task_call: Callable[[Any, str], object] | None,
-    ) -> None:
-        """What comes before a message that is to go: the beat's announcement (its log line, a
-        run it replaces) and the result backend's ``on_task_call``."""
-        self._announce(entry, task_id, when)
-        if not plan.ignore_result and on_task_call is not None:
-            on_task_call(self.producer, task_id)
 
     def _make(
         self, entry: Entry, plan: Plan, task_id: str, when: str, reply_to: str

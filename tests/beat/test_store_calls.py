@@ -52,28 +52,6 @@ def test_a_call_to_a_frozen_store_ends_when_the_beat_stops_waiting(server: Redis
         calls.close()
 
 
-def test_a_started_call_runs_while_the_beat_works_and_is_given_up_like_any_call(
-    server: RedisProcess,
-) -> None:
-    store = RedisStore(server.url, "calls", socket_timeout=60)
-    calls, failures = calls_on(store, give_up_after_s=0.5)
-    server.pause()
-    try:
-        pending = calls.start(calls.store.leader)  # returns at once: the store is frozen
-        with pytest.raises(StoreUnavailable, match="leader"):
-            pending.result()  # the beat stops waiting, as for call()
-        assert failures == []
-    finally:
-        server.resume()
-        calls.close()
-    calls, _ = calls_on(RedisStore(server.url, "calls", socket_timeout=5), give_up_after_s=60)
-    try:
-        pending = calls.start(calls.store.leader)
-        assert pending.result() is None  # no leader yet: the store's own answer
-    finally:
-        calls.close()
-
-
 def test_a_failed_attempt_is_told_to_the_lease_once_and_returns_failed(
     server: RedisProcess,
 ) -> None:

@@ -13,8 +13,7 @@ import redis
 from celery import Celery
 
 from celery_hashbeat import Scheduler, hashcron
-from celery_hashbeat.publish.batch import Outcome
-from celery_hashbeat.publish.bulk import Bulk
+from celery_hashbeat.publish.batch import Bulk, Outcome
 from tests.support.beat_fixtures import T0, Clock
 from tests.support.proxy import FaultProxy
 from tests.support.redis_server import RedisProcess

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -213,12 +212,6 @@ class RedisPipeline:
         """Buffer a message's commands for the next ``flush`` (always possible on Redis)."""
         self._messages.append(commands)
         return True
-
-    def keep(self, kept: Sequence[bool]) -> None:
-        """Keep only the buffered messages marked so (the others' slots were not claimed): a
-        write packed ahead then no longer carries exactly them, and is packed again."""
-        if not all(kept):
-            self._messages = [m for m, keep in zip(self._messages, kept, strict=True) if keep]
 
     def prepare(self, messages: list[list[Command]]) -> None:
         """Pack the write of ``messages`` (made ahead of their slot) for the flush at their
