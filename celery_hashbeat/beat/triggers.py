@@ -23,7 +23,7 @@ run, and recorded as forced.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, NamedTuple
 from uuid import uuid5
 
@@ -54,18 +54,22 @@ class Run(NamedTuple):
     task_id: str
 
 
+def readable(taken: Iterable[str]) -> Iterator[Trigger]:
+    """The stored triggers ``taken``, read; an unreadable one is logged and dropped."""
+    for text in taken:
+        try:
+            yield decode_trigger(text)
+        except DefinitionError as exc:
+            logger.error("beat: dropping a trigger: %s", exc)
+
+
 def runs_of(
     taken: Iterable[str], entries: Mapping[str, Entry], copies: Mapping[str, set[str]]
 ) -> list[tuple[Run, int]]:
     """The runs the stored triggers ``taken`` ask for, each with when it was asked (ms); an
     unreadable trigger, or one for an entry that does not run here, is logged and dropped."""
     runs = []
-    for text in taken:
-        try:
-            trigger = decode_trigger(text)
-        except DefinitionError as exc:
-            logger.error("beat: dropping a trigger: %s", exc)
-            continue
+    for trigger in readable(taken):
         names = sorted(copies.get(trigger.entry, ()))
         targets = [entries[name] for name in names or [trigger.entry] if name in entries]
         if not targets:
@@ -107,12 +111,7 @@ def drop_abandoned(triggers: Iterable[str]) -> None:
     """Log the triggers a leader took and never settled (killed or cut off mid-turn), which
     the store hands back as recovered: nothing records whether that leader sent them, so none
     is sent again (at most once), and each is named as perhaps lost."""
-    for text in triggers:
-        try:
-            trigger = decode_trigger(text)
-        except DefinitionError as exc:
-            logger.error("beat: dropping a trigger: %s", exc)
-            continue
+    for trigger in readable(triggers):
         logger.error(
             "beat: the trigger %s of %s may not have gone out: a leader took it and never "
             "settled its turn (killed or cut off), and it is not sent again; trigger the entry "
