@@ -67,9 +67,9 @@ def sections(header: list[str]) -> dict[str, list[str]]:
     return found
 
 
-def test_the_modules_hold_scripts_and_four_helpers() -> None:
+def test_the_modules_hold_scripts_and_five_helpers() -> None:
     helpers = sorted(set(HEADERS) - set(SCRIPTS))
-    assert helpers == ["HASH_FIELDS", "PARSE_FENCE", "RECORD_HISTORY", "SENT_HORIZON"]
+    assert helpers == ["HASH_FIELDS", "PARSE_FENCE", "RECORD_HISTORY", "SENT_HORIZON", "SENT_RECORDS"]
     assert SCRIPTS
     for name in helpers:
         assert HEADERS[name][0].startswith("Helper"), name

@@ -54,6 +54,26 @@ def test_a_regular_claim_does_not_claim_a_slot_a_backfill_sent(store: Store) -> 
     assert store.claim("a", {"x": (t + 200, FP)}) == {"x"}
 
 
+def test_a_claim_refuses_recorded_slots_however_many_records_its_span_holds(
+    store: Store,
+) -> None:
+    """Redis reads the record of the claimed slots' span in one command, and checks slot by slot
+    when that span holds too many records (a catch-up's): either way a recorded slot is refused."""
+    t = started(store)
+    crowd = [t + 1000 + i for i in range(400)]
+    assert store.claim_slots("a", "y", crowd, claimer="r0") is not None
+    claim = store.claim_slots("a", "x", [t + 1200, t + 1300], claimer="r0")
+    assert claim is not None and claim.claimed == (t + 1200, t + 1300)
+    # A short span: two records in it.
+    assert store.claim("a", {"x": (t + 1200, FP), "v": (t + 1200, FP)}) == {"v"}
+    # The whole crowd in the span.
+    wide = {"x": (t + 1300, FP), "z": (t + 1000, FP), "w": (t + 1399, FP)}
+    assert store.claim("a", wide) == {"z", "w"}
+    assert store.recorded("z", [t + 1000]).sent == {t + 1000}
+    assert store.recorded("w", [t + 1399]).sent == {t + 1399}
+    assert "x" not in store.fences()
+
+
 def test_a_give_back_unrecords_the_slot_so_a_backfill_can_send_it(store: Store) -> None:
     t = started(store)
     assert store.claim("a", {"x": (t, FP)}) == {"x"}

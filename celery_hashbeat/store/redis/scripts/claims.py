@@ -38,6 +38,30 @@ local function write_fields(key, pairs)
 end
 """
 
+# Helpers, put before the claim script: the record of sent slots read and written for a whole
+# claim in a few commands rather than one command per slot (a command from Lua costs about as
+# much as the rest of a slot's claim).
+# recorded(key, low, high, count) gives the set of members scored low..high, or nil when the
+# span holds more than count + RECORDS_READ_SLACK of them (a catch-up's long span: the caller
+# then checks each slot as it adds it, with ZADD NX);
+# record_sent(key, pairs) adds the flat (score, member) pairs.
+SENT_RECORDS = """
+local RECORDS_READ_SLACK = 256
+local function recorded(key, low, high, count)
+  local limit = count + RECORDS_READ_SLACK
+  local members = redis.call('ZRANGEBYSCORE', key, low, high, 'LIMIT', 0, limit + 1)
+  if #members > limit then return nil end
+  local found = {}
+  for i = 1, #members do found[members[i]] = true end
+  return found
+end
+local function record_sent(key, pairs)
+  for first = 1, #pairs, 2 * FIELDS_PER_CALL do
+    redis.call('ZADD', key, unpack(pairs, first, math.min(first + 2 * FIELDS_PER_CALL - 1, #pairs)))
+  end
+end
+"""
+
 
 # Records the history it carries, then claims a tick's due slots under one lease check.
 # KEYS[1]     the lease, {p}:leader
@@ -74,11 +98,14 @@ end
 #             a fence of another beat's claim that a claim moves past is kept in {p}:claimed,
 #             so that its claimer can still hand the slot over (HAND_OVER_SCRIPT); each slot
 #             claimed is recorded in {p}:sent, and a slot recorded there is never claimed again
-#             (the ZADD NX that records it is the check), the record trimmed by age and count
-#             at one command each; the history is recorded whatever the answer.
+#             (checked for the whole claim by one read of the claimed slots' span of the record,
+#             or, when that span holds too many records, by each slot's ZADD NX), the record
+#             trimmed by age and count at one command each; the history is recorded whatever
+#             the answer.
 CLAIM_SCRIPT = (
     PARSE_FENCE
     + HASH_FIELDS
+    + SENT_RECORDS
     + RECORD_HISTORY
     + """
 local start = 4 + tonumber(ARGV[3])
@@ -105,17 +132,43 @@ while at <= #packed do
   at = stop + 1
 end
 local fences = read_fields(KEYS[2], names)
-local fenced, counted = {}, {}
+-- First each claim's fields, and whether it may be made: its own claim retried ("mine"), or a
+-- slot past the entry's fence, then not recorded as sent (read for all of them at once).
+local fields, slots, tokens, owned, open = {}, {}, {}, {}, {}
+local low, high, opened = math.huge, -math.huge, 0
 for i = 1, #names do
-  local entry = names[i]
   local wanted_text, mode, ttl, task, fingerprint = string.match(
     claims[i], '^(%d+)|([^|]*)|(%d*)|([^|]*)|(.*)$')
   local slot, token = parse(fences[i])
   local wanted = tonumber(wanted_text)
-  local mine = slot and tonumber(slot) == wanted and token == ARGV[1]
+  fields[i] = {wanted_text, mode, ttl, task, fingerprint}
+  slots[i], tokens[i] = slot, token
+  owned[i] = slot and tonumber(slot) == wanted and token == ARGV[1]
+  open[i] = not owned[i] and (not slot or wanted > tonumber(slot))
+  if open[i] then
+    opened = opened + 1
+    if wanted < low then low = wanted end
+    if wanted > high then high = wanted end
+  end
+end
+local known = nil
+if opened > 0 then known = recorded(KEYS[7], low, high, opened) end
+local fenced, counted, sent_pairs = {}, {}, {}
+for i = 1, #names do
+  local entry = names[i]
+  local wanted_text, mode, ttl, task, fingerprint = unpack(fields[i])
+  local slot, token = slots[i], tokens[i]
+  local mine = owned[i]
   local sent = wanted_text .. '|' .. entry
-  if (mine or not slot or wanted > tonumber(slot))
-      and (mine or redis.call('ZADD', KEYS[7], 'NX', wanted, sent) == 1) then
+  local fresh = false
+  if open[i] then
+    if known then
+      fresh = not known[sent]
+    else
+      fresh = redis.call('ZADD', KEYS[7], 'NX', wanted_text, sent) == 1
+    end
+  end
+  if mine or fresh then
     local holder = ''
     if mode ~= '' then
       holder = redis.call('GET', KEYS[3] .. entry) or ''
@@ -125,7 +178,7 @@ for i = 1, #names do
       end
     end
     if mode == 'buffer_one' and holder ~= '' then
-      if not mine then redis.call('ZREM', KEYS[7], sent) end
+      if fresh and not known then redis.call('ZREM', KEYS[7], sent) end
       result[#result + 1] = entry
       result[#result + 1] = '-' .. holder
     else
@@ -139,6 +192,10 @@ for i = 1, #names do
         fenced[#fenced + 1] = wanted_text .. '|' .. ARGV[1] .. '|' .. previous .. '|'
           .. fingerprint
         counted[#counted + 1] = entry
+        if known then
+          sent_pairs[#sent_pairs + 1] = wanted_text
+          sent_pairs[#sent_pairs + 1] = sent
+        end
       end
       if holder ~= '' then
         result[#result + 1] = entry
@@ -150,6 +207,7 @@ for i = 1, #names do
     result[#result + 1] = '!'
   end
 end
+record_sent(KEYS[7], sent_pairs)
 -- The entries are distinct: each one's fence and run count is written once, after all are read.
 write_fields(KEYS[2], fenced)
 local runs = read_fields(KEYS[5], counted)
