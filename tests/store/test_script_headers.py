@@ -69,7 +69,13 @@ def sections(header: list[str]) -> dict[str, list[str]]:
 
 def test_the_modules_hold_scripts_and_five_helpers() -> None:
     helpers = sorted(set(HEADERS) - set(SCRIPTS))
-    assert helpers == ["HASH_FIELDS", "PARSE_FENCE", "RECORD_HISTORY", "SENT_HORIZON", "SENT_RECORDS"]
+    assert helpers == [
+        "HASH_FIELDS",
+        "PARSE_FENCE",
+        "RECORD_HISTORY",
+        "SENT_HORIZON",
+        "SENT_RECORDS",
+    ]
     assert SCRIPTS
     for name in helpers:
         assert HEADERS[name][0].startswith("Helper"), name
