@@ -19,7 +19,8 @@ end
 # Helpers, put before the scripts that read or write many fields of one hash: in as few commands
 # as Lua's stack allows (FIELDS_PER_CALL per command), not one per field.
 # read_fields(key, fields) gives each field's value (false for none) in order;
-# write_fields(key, pairs) sets the flat (field, value) pairs.
+# write_pairs(command, key, pairs) runs a command that takes flat pairs (HSET: field, value;
+# ZADD: score, member) over all of them.
 HASH_FIELDS = """
 local FIELDS_PER_CALL = 500
 local function read_fields(key, fields)
@@ -31,20 +32,20 @@ local function read_fields(key, fields)
   end
   return values
 end
-local function write_fields(key, pairs)
+local function write_pairs(command, key, pairs)
   for first = 1, #pairs, 2 * FIELDS_PER_CALL do
-    redis.call('HSET', key, unpack(pairs, first, math.min(first + 2 * FIELDS_PER_CALL - 1, #pairs)))
+    local last = math.min(first + 2 * FIELDS_PER_CALL - 1, #pairs)
+    redis.call(command, key, unpack(pairs, first, last))
   end
 end
 """
 
-# Helpers, put before the claim script: the record of sent slots read and written for a whole
-# claim in a few commands rather than one command per slot (a command from Lua costs about as
-# much as the rest of a slot's claim).
+# Helper, put after HASH_FIELDS before the claim script: the record of sent slots read for a
+# whole claim in one command rather than one command per slot (a command from Lua costs about as
+# much as the rest of a slot's claim); the claim writes it with write_pairs('ZADD', ...).
 # recorded(key, low, high, count) gives the set of members scored low..high, or nil when the
 # span holds more than count + RECORDS_READ_SLACK of them (a catch-up's long span: the caller
-# then checks each slot as it adds it, with ZADD NX);
-# record_sent(key, pairs) adds the flat (score, member) pairs.
+# then checks each slot as it adds it, with ZADD NX).
 SENT_RECORDS = """
 local RECORDS_READ_SLACK = 256
 local function recorded(key, low, high, count)
@@ -54,11 +55,6 @@ local function recorded(key, low, high, count)
   local found = {}
   for i = 1, #members do found[members[i]] = true end
   return found
-end
-local function record_sent(key, pairs)
-  for first = 1, #pairs, 2 * FIELDS_PER_CALL do
-    redis.call('ZADD', key, unpack(pairs, first, math.min(first + 2 * FIELDS_PER_CALL - 1, #pairs)))
-  end
 end
 """
 
@@ -207,16 +203,16 @@ for i = 1, #names do
     result[#result + 1] = '!'
   end
 end
-record_sent(KEYS[7], sent_pairs)
+write_pairs('ZADD', KEYS[7], sent_pairs)
 -- The entries are distinct: each one's fence and run count is written once, after all are read.
-write_fields(KEYS[2], fenced)
+write_pairs('HSET', KEYS[2], fenced)
 local runs = read_fields(KEYS[5], counted)
 local counts = {}
 for i = 1, #counted do
   counts[#counts + 1] = counted[i]
   counts[#counts + 1] = (tonumber(runs[i]) or 0) + 1
 end
-write_fields(KEYS[5], counts)
+write_pairs('HSET', KEYS[5], counts)
 redis.call('ZREMRANGEBYRANK', KEYS[7], 0, -(tonumber(ARGV[start + 3]) + 1))
 return result
 """
