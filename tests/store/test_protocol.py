@@ -242,7 +242,13 @@ def test_unreadable_fences_are_logged_once_skipped_and_overwritten(
 ) -> None:
     """One bad value (a hand edit, a bug elsewhere) never stops the beat: fences() leaves it
     out, says so once, and the entry's next claim or anchor writes a good fence over it."""
-    bad = {"word": "soon", "sign": "-5|a||fp1", "short": "5|a|fp1", "previous": "5|a|zz|fp1"}
+    bad = {
+        "word": "soon",
+        "sign": "-5|a||fp1",
+        "short": "5|a|fp1",
+        "previous": "5|a|zz|fp1",
+        "lone-a": "5|a|a|fp1",  # a previous of "a" names no slot
+    }
     for entry, value in bad.items():
         write_raw(entry, value)
     with caplog.at_level(logging.WARNING, logger="celery_hashbeat.store"):
@@ -255,8 +261,9 @@ def test_unreadable_fences_are_logged_once_skipped_and_overwritten(
         assert said[0].levelname == "WARNING"
         assert "skipping" in said[0].getMessage()
     assert store.acquire("a", LONG)
-    assert store.unclaim("a", {"previous": 5}) == set()  # cannot tell what to restore: kept out
-    assert store.claim("a", fp({"word": 7, "sign": 7})) == {"word", "sign"}
+    # Cannot tell what to restore: kept out.
+    assert store.unclaim("a", {"previous": 5, "lone-a": 5}) == set()
+    assert store.claim("a", fp({"word": 7, "sign": 7, "lone-a": 7})) == {"word", "sign", "lone-a"}
     assert store.anchor("a", {"short": (9, FP), "previous": (9, FP)}) == {
         "short": Fence(9, "", FP),
         "previous": Fence(9, "", FP),
@@ -264,6 +271,7 @@ def test_unreadable_fences_are_logged_once_skipped_and_overwritten(
     assert store.fences() == {
         "word": Fence(7, "a", FP),
         "sign": Fence(7, "a", FP),
+        "lone-a": Fence(7, "a", FP),
         "short": Fence(9, "", FP),
         "previous": Fence(9, "", FP),
     }

@@ -9,10 +9,14 @@ from celery_hashbeat.store.redis.scripts.history import RECORD_HISTORY
 PARSE_FENCE = """
 local function parse(value)
   if not value then return nil end
+  local slot, token, previous, fingerprint = string.match(
+    value, '^(%d+)|([^|]*)|(a?%d*)|(.*)$')
+  if slot then
+    if previous == 'a' then return nil end
+    return slot, token, previous, fingerprint
+  end
   if string.match(value, '^%d+$') then return value, '-', '', '' end
-  local slot, token, previous, fingerprint = string.match(value, '^(%d+)|([^|]*)|([^|]*)|(.*)$')
-  if previous and previous ~= '' and not string.match(previous, '^a?%d+$') then return nil end
-  return slot, token, previous, fingerprint
+  return nil
 end
 """
 
@@ -116,32 +120,37 @@ local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', '(' .. (now - tonumber(ARGV[start + 1])))
 redis.call('SET', KEYS[8], now, 'NX')
 redis.call('ZREMRANGEBYSCORE', KEYS[7], '-inf', '(' .. (now - tonumber(ARGV[start + 2])))
-local names, claims = {}, {}
-local at = 1
-while at <= #packed do
-  local colon = string.find(packed, ':', at, true)
-  local stop = colon + tonumber(string.sub(packed, at, colon - 1))
-  local named = string.find(packed, ':', colon + 1, true)
-  local name_end = named + tonumber(string.sub(packed, colon + 1, named - 1))
-  names[#names + 1] = string.sub(packed, named + 1, name_end)
-  claims[#claims + 1] = string.sub(packed, name_end + 1, stop)
+-- Each claim's fields, read in place from the packed argument (one match per claim, its
+-- fingerprint the rest of it), into one table per field.
+local sub, match = string.sub, string.match
+local names, wanted_texts, modes, ttls, tasks, prints = {}, {}, {}, {}, {}, {}
+local count, at, size = 0, 1, #packed
+while at <= size do
+  local length, colon, name_length, named = match(packed, '^(%d+)():(%d+)():', at)
+  local stop = colon + tonumber(length)
+  local name_end = named + tonumber(name_length)
+  count = count + 1
+  names[count] = sub(packed, named + 1, name_end)
+  local wanted_text, mode, ttl, task, rest = match(
+    packed, '^(%d+)|([^|]*)|(%d*)|([^|]*)|()', name_end + 1)
+  wanted_texts[count], modes[count], ttls[count], tasks[count] = wanted_text, mode, ttl, task
+  prints[count] = sub(packed, rest, stop)
   at = stop + 1
 end
+local me = ARGV[1]
 local fences = read_fields(KEYS[2], names)
--- First each claim's fields, and whether it may be made: its own claim retried ("mine"), or a
--- slot past the entry's fence, then not recorded as sent (read for all of them at once).
-local fields, slots, tokens, owned, open = {}, {}, {}, {}, {}
+-- First whether each claim may be made: its own claim retried ("mine"), or a slot past the
+-- entry's fence, then not recorded as sent (read for all of them at once).
+local slots, tokens, owned, open = {}, {}, {}, {}
 local low, high, opened = math.huge, -math.huge, 0
-for i = 1, #names do
-  local wanted_text, mode, ttl, task, fingerprint = string.match(
-    claims[i], '^(%d+)|([^|]*)|(%d*)|([^|]*)|(.*)$')
+for i = 1, count do
   local slot, token = parse(fences[i])
-  local wanted = tonumber(wanted_text)
-  fields[i] = {wanted_text, mode, ttl, task, fingerprint}
+  local wanted = tonumber(wanted_texts[i])
   slots[i], tokens[i] = slot, token
-  owned[i] = slot and tonumber(slot) == wanted and token == ARGV[1]
-  open[i] = not owned[i] and (not slot or wanted > tonumber(slot))
-  if open[i] then
+  if slot and token == me and tonumber(slot) == wanted then
+    owned[i] = true
+  elseif not slot or wanted > tonumber(slot) then
+    open[i] = true
     opened = opened + 1
     if wanted < low then low = wanted end
     if wanted > high then high = wanted end
@@ -150,9 +159,9 @@ end
 local known = nil
 if opened > 0 then known = recorded(KEYS[7], low, high, opened) end
 local fenced, counted, sent_pairs = {}, {}, {}
-for i = 1, #names do
-  local entry = names[i]
-  local wanted_text, mode, ttl, task, fingerprint = unpack(fields[i])
+local results, fences_out, sends = 0, 0, 0
+for i = 1, count do
+  local entry, wanted_text, mode = names[i], wanted_texts[i], modes[i]
   local slot, token = slots[i], tokens[i]
   local mine = owned[i]
   local sent = wanted_text .. '|' .. entry
@@ -168,39 +177,39 @@ for i = 1, #names do
     local holder = ''
     if mode ~= '' then
       holder = redis.call('GET', KEYS[3] .. entry) or ''
-      if holder == task then holder = '' end
+      if holder == tasks[i] then holder = '' end
       if holder == '' or mode == 'replace' then
-        redis.call('SET', KEYS[3] .. entry, task, 'PX', ttl)
+        redis.call('SET', KEYS[3] .. entry, tasks[i], 'PX', ttls[i])
       end
     end
     if mode == 'buffer_one' and holder ~= '' then
       if fresh and not known then redis.call('ZREM', KEYS[7], sent) end
-      result[#result + 1] = entry
-      result[#result + 1] = '-' .. holder
+      result[results + 1], result[results + 2] = entry, '-' .. holder
+      results = results + 2
     else
       if not mine then
         local previous = ''
         if slot then previous = (token == '' and 'a' or '') .. slot end
-        if slot and token ~= '' and token ~= '-' and token ~= ARGV[1] then
+        if slot and token ~= '' and token ~= '-' and token ~= me then
           redis.call('ZADD', KEYS[6], now, slot .. '|' .. token .. '|' .. entry)
         end
-        fenced[#fenced + 1] = entry
-        fenced[#fenced + 1] = wanted_text .. '|' .. ARGV[1] .. '|' .. previous .. '|'
-          .. fingerprint
+        fenced[fences_out + 1] = entry
+        fenced[fences_out + 2] = wanted_text .. '|' .. me .. '|' .. previous .. '|' .. prints[i]
+        fences_out = fences_out + 2
         counted[#counted + 1] = entry
         if known then
-          sent_pairs[#sent_pairs + 1] = wanted_text
-          sent_pairs[#sent_pairs + 1] = sent
+          sent_pairs[sends + 1], sent_pairs[sends + 2] = wanted_text, sent
+          sends = sends + 2
         end
       end
       if holder ~= '' then
-        result[#result + 1] = entry
-        result[#result + 1] = holder
+        result[results + 1], result[results + 2] = entry, holder
+        results = results + 2
       end
     end
   else
-    result[#result + 1] = entry
-    result[#result + 1] = '!'
+    result[results + 1], result[results + 2] = entry, '!'
+    results = results + 2
   end
 end
 write_pairs('ZADD', KEYS[7], sent_pairs)
@@ -209,8 +218,7 @@ write_pairs('HSET', KEYS[2], fenced)
 local runs = read_fields(KEYS[5], counted)
 local counts = {}
 for i = 1, #counted do
-  counts[#counts + 1] = counted[i]
-  counts[#counts + 1] = (tonumber(runs[i]) or 0) + 1
+  counts[2 * i - 1], counts[2 * i] = counted[i], (tonumber(runs[i]) or 0) + 1
 end
 write_pairs('HSET', KEYS[5], counts)
 redis.call('ZREMRANGEBYRANK', KEYS[7], 0, -(tonumber(ARGV[start + 3]) + 1))
