@@ -1,10 +1,11 @@
 """The Dispatcher: a leader's way from due slots to sent messages.
 
 At a slot the dispatcher takes what is due off the slot queue (``planning``, up to ``BATCH``)
-just before the slot's instant (``instants``), claims it with one store call at the instant, lets
-the run leases give their verdict, hands the slots it won to the ``Publisher``, and settles each
-by its outcome: sent slots move on, those that surely did not go out are given back to the store
-to be retried (docs/design.md §5, §10). It owns the slots it claimed and has not sent (``owed``,
+just before the slot's instant (``instants``), claims it with one store call then, lets the run
+leases give their verdict, hands the slots it won to the ``Publisher``, which stages their
+messages and sends them once the clock reads the instant, and settles each by its outcome: sent
+slots move on, those that surely did not go out are given back to the store to be retried
+(docs/design.md §5, §10, §15). It owns the slots it claimed and has not sent (``owed``,
 handed over to the leader when this beat stops leading: ``handover``), and the slots being
 published; nothing else writes them.
 """
@@ -116,9 +117,10 @@ class Dispatcher:
             self.dispatch(instant)
 
     def dispatch(self, now: int) -> None:
-        """Claim every slot due by ``now`` (up to BATCH) in one store call, once the clock reads
-        ``now``; publish only what was claimed; give back, in one more call, what could not go
-        out."""
+        """Claim every slot due by ``now`` (up to BATCH) in one store call, as soon as they
+        are taken off the queue (up to ``instants.LEAD_MS`` before ``now``); publish only what
+        was claimed, none of it before the clock reads ``now``; give back, in one more call,
+        what could not go out (all of it, if the clock does not reach ``now``)."""
         batch = self.planner.due(now)
         if not batch:
             return
@@ -126,10 +128,6 @@ class Dispatcher:
         wanted = {entry.name: (cast(int, entry.slot), entry.fingerprint) for entry in batch}
         guards = {entry.name: run_guard(entry, cast(int, entry.slot)) for entry in batch}
         runs = {name: guard for name, guard in guards.items() if guard is not None}
-        if not self.instants.reached(now):  # nothing is claimed before its slot
-            for entry in batch:
-                self.queue.push(entry, cast(int, entry.slot))
-            return
         history = self._watch.outbox.drain()
         try:
             claimed = calls.call(calls.store.claim, self._token, wanted, runs, history=history)
@@ -156,7 +154,11 @@ class Dispatcher:
         for name in claimed:
             self.owed.paid(name, wanted[name][0])
         if mine:
-            self._settle(self.publish(mine), now)
+            # Staged now, sent at the instant; a clock that does not reach it (it stepped back,
+            # or stands still) sends nothing, and the slots are due again at once, given back.
+            hold = self.instants.hold(now)
+            settled = self._publisher.publish(mine, self._still_leading, hold)
+            self._settle(settled, now, 0 if hold.missed else PUBLISH_RETRY_MS)
             self._write_history()
         if len(claimed) < len(batch):
             self._lease.due_s = 0.0
@@ -248,9 +250,11 @@ class Dispatcher:
             self._maintain()
         return self._lease.leader
 
-    def _settle(self, settled: list[Settled[Entry]], now: int) -> None:
+    def _settle(
+        self, settled: list[Settled[Entry]], now: int, retry_ms: int = PUBLISH_RETRY_MS
+    ) -> None:
         """Move every entry on by its outcome; give back, in one call, the claims whose slot
-        did not go out, to be retried shortly."""
+        did not go out, to be retried ``retry_ms`` later."""
         back: dict[str, int] = {}
         failure: BaseException | None = None
         for entry, slot, outcome, error in settled:
@@ -259,7 +263,7 @@ class Dispatcher:
                 if outcome is Outcome.FAILED:
                     self._watch.publish_failed()
                 back[entry.name] = slot
-                self.queue.push(entry, now + PUBLISH_RETRY_MS)
+                self.queue.push(entry, now + retry_ms)
                 failure = failure or error
                 continue
             published = self._published.pop(entry.name, None)

@@ -79,11 +79,15 @@ class Batch(Generic[E]):
         send: Callable[[E, int], object],
         transient: tuple[type[BaseException], ...] = TRANSIENT_ERRORS,
         connect: Callable[[], object] = lambda: None,
+        hold: Callable[[], bool] | None = None,
     ) -> None:
         self.slots = slots
         self._send = send
         self._connect = connect
         self._transient = transient
+        #: Waits for the instant the batch's slots are due, once, before anything leaves; False
+        #: if it did not come (the batch is then cut short: its slots given back).
+        self._hold = hold
         self._lock = threading.Lock()
         self._cancelled = False
         self._started = 0
@@ -102,6 +106,8 @@ class Batch(Generic[E]):
             except Exception as exc:  # whatever it is, no message has left yet
                 self._end(index, Outcome.FAILED, exc)
                 return
+            if not self._held():
+                return
             with self._lock:
                 if self._cancelled:  # cut short while connecting: the slot is given back
                     return
@@ -115,6 +121,15 @@ class Batch(Generic[E]):
                     return
             else:
                 self._end(index, Outcome.SENT, None)
+
+    def _held(self) -> bool:
+        """Hold the first message until the slots' instant (``hold``); whether the batch may
+        go on. Asked before every message leaves; waits only the first time."""
+        hold, self._hold = self._hold, None
+        if hold is None or hold():
+            return True
+        self.cancel()
+        return False
 
     def _end(self, index: int, outcome: Outcome, error: BaseException | None) -> None:
         with self._lock:
@@ -211,8 +226,9 @@ class Bulk(Batch[E]):
         transient: tuple[type[BaseException], ...] = TRANSIENT_ERRORS,
         connect: Callable[[], object] = lambda: None,
         chunk: int = 500,
+        hold: Callable[[], bool] | None = None,
     ) -> None:
-        super().__init__(slots, send, transient, connect)
+        super().__init__(slots, send, transient, connect, hold)
         self._sink = sink
         self._chunk = chunk
 
@@ -252,6 +268,8 @@ class Bulk(Batch[E]):
                     return
                 continue
             if immediate:
+                if not self._held():
+                    break
                 self._begin(index)
             try:
                 sink.stage(entry, slot)
@@ -283,6 +301,8 @@ class Bulk(Batch[E]):
 
     def _one(self, index: int, entry: E, slot: int) -> bool:
         """Send one slot as ``Batch`` does; whether the batch may go on."""
+        if not self._held():
+            return False
         self._begin(index)
         try:
             self._send(entry, slot)
@@ -297,11 +317,16 @@ class Bulk(Batch[E]):
         """Send the buffered chunk; whether the batch may go on. Empties ``pending``."""
         if not pending:
             return True
+        held = self._held()
         with self._lock:
-            if self._cancelled:
-                return False
-            self._in_flight_since = time.monotonic()
-            self._started = pending[-1] + 1
+            cancelled = self._cancelled
+            if not cancelled:
+                self._in_flight_since = time.monotonic()
+                self._started = pending[-1] + 1
+        if not held or cancelled:  # never sent: given back, and not left for the next batch
+            self._sink.discard()
+            pending.clear()
+            return False
         try:
             errors = self._sink.flush()
         except Exception as exc:

@@ -179,17 +179,22 @@ class Publisher:
         self._sent(entry)
 
     def publish(
-        self, slots: list[tuple[Entry, int]], leading: Callable[[], bool]
+        self,
+        slots: list[tuple[Entry, int]],
+        leading: Callable[[], bool],
+        hold: Callable[[], bool] | None = None,
     ) -> list[Settled[Entry]]:
         """Publish claimed slots on the broker's thread; cut the batch short on a stop, a
         broker that stops answering, or ``leading()`` turning false (it keeps the lease while
-        waiting)."""
+        waiting). With ``hold``, the messages are made and staged at once and the first one
+        leaves once ``hold()`` returned (their instant came), none if it returned False."""
         sink = self.sink
         batch: Batch[Entry]
+        errors, connect = self.transient_errors, self.connect
         if sink is None:
-            batch = Batch(slots, self.send_slot, self.transient_errors, self.connect)
+            batch = Batch(slots, self.send_slot, errors, connect, hold)
         else:
-            batch = Bulk(slots, sink, self.send_slot, self.transient_errors, self.connect, CHUNK)
+            batch = Bulk(slots, sink, self.send_slot, errors, connect, CHUNK, hold)
 
         hung: list[float] = []
 

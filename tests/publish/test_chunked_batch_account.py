@@ -158,3 +158,48 @@ def test_an_immediate_sink_accounts_message_by_message() -> None:
     batch = bulk(sink, "a", "cut", "b")
     batch.run()
     assert outcomes(batch) == {"a": Outcome.SENT, "cut": Outcome.UNKNOWN, "b": Outcome.UNSENT}
+
+
+def test_a_batch_cancelled_as_its_chunk_fills_gives_that_chunk_back() -> None:
+    """The chunk was buffered in full when the cut came: it is discarded, not left in the sink
+    for the next batch's flush to send."""
+    sink = Sink()
+    batch = bulk(sink, "a", "b", "c", "d", chunk=2)
+    stage = sink.stage
+
+    def stage_then_cancel(entry: str, slot: int) -> None:
+        stage(entry, slot)
+        if entry == "b":
+            batch.cancel()
+
+    sink.stage = stage_then_cancel  # type: ignore[method-assign]
+    batch.run()
+    assert set(outcomes(batch).values()) == {Outcome.UNSENT}
+    assert sink.log == ["discarded 2"] and sink.buffered == []
+
+
+@pytest.mark.parametrize("immediate", [False, True])
+def test_a_held_batch_sends_nothing_until_its_instant_came(immediate: bool) -> None:
+    sink = Sink(immediate=immediate)
+    seen_at_hold: list[list[str]] = []
+
+    def hold() -> bool:
+        seen_at_hold.append(list(sink.log))
+        return True
+
+    def send(entry: str, slot: int) -> None:
+        sink.log.append(f"direct {entry}")
+
+    batch = Bulk([(e, 1) for e in ("direct-x", "a", "b")], sink, send, chunk=5, hold=hold)
+    batch.run()
+    assert seen_at_hold == [[]]  # asked once, before anything left
+    assert set(outcomes(batch).values()) == {Outcome.SENT}
+
+
+def test_a_held_batch_whose_instant_does_not_come_gives_every_slot_back() -> None:
+    sink = Sink()
+    batch = Bulk([(e, 1) for e in ("a", "b", "c")], sink, lambda e, s: None, chunk=2,
+                 hold=lambda: False)  # fmt: skip
+    batch.run()
+    assert set(outcomes(batch).values()) == {Outcome.UNSENT}
+    assert sink.log == ["discarded 2"] and sink.flushes == 0
