@@ -9,9 +9,14 @@ one message at a time (``Batch``), or in chunks through a ``Sink`` that sends ea
 - ``DROPPED``: the message can never be sent (it cannot be serialised, names an unknown queue...);
 - ``FAILED``: the broker refused the connection, so the message surely never reached it: the
   claim is to be given back and retried;
-- ``UNSENT``: never started, because the batch was cut short: the claim is to be given back;
+- ``UNSENT``: never started, because the batch was cut short (or the instant it was held for
+  did not come): the claim is to be given back;
 - ``UNKNOWN``: the connection broke or timed out mid-publish, or the message was still under way
   when the batch was cut short: it may have gone out or not, so its claim is kept (at most once).
+
+A batch may be held for its slots' instant (``hold``): everything is made and staged at once,
+and the first message leaves only once ``hold()`` returned True; if it returned False nothing
+leaves (docs/design.md §15).
 
 Each message gets one attempt (the scheduler turns Celery's publish retry off): a retry after a
 connection lost mid-publish could send the message twice. The connection is made before each
