@@ -322,13 +322,13 @@ class Bulk(Batch[E]):
         """Send the buffered chunk; whether the batch may go on. Empties ``pending``."""
         if not pending:
             return True
-        held = self._held()
+        self._held()  # an instant that does not come cancels the batch
         with self._lock:
             cancelled = self._cancelled
             if not cancelled:
                 self._in_flight_since = time.monotonic()
                 self._started = pending[-1] + 1
-        if not held or cancelled:  # never sent: given back, and not left for the next batch
+        if cancelled:  # never sent: given back, and not left for the next batch
             self._sink.discard()
             pending.clear()
             return False
