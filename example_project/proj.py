@@ -1,6 +1,7 @@
 """The example's Celery app: tasks, and a beat_schedule that shows each kind of schedule.
 
-With no ``REDIS_URL`` it needs no server at all: kombu's filesystem transport is the broker and
+With no ``REDIS_URL`` it needs no server at all: kombu's filesystem transport (each message written
+whole before a worker can see it: ``transport.py``) is the broker and
 an SQLite file is the store, both in ``HASHBEAT_EXAMPLE_DIR`` (the launcher sets it). With
 ``REDIS_URL`` set, Redis is both broker and store, so beats on several hosts can share it.
 """
@@ -15,6 +16,7 @@ from celery import Celery, Task
 from celery.schedules import crontab
 
 from celery_hashbeat import hashcron, hashinterval
+from example_project import transport
 
 app = Celery("example_project")
 
@@ -26,7 +28,7 @@ else:
     queue = data / "queue"
     queue.mkdir(parents=True, exist_ok=True)
     app.conf.update(
-        broker_url="filesystem://",
+        broker_url=f"{transport.SCHEME}://",
         broker_transport_options={
             "data_folder_in": str(queue),
             "data_folder_out": str(queue),
