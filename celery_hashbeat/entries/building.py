@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from datetime import tzinfo
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from celery.beat import ScheduleEntry
 from celery.schedules import crontab
@@ -26,7 +26,13 @@ from celery_hashbeat.expr.calendar import check_on_excluded
 from celery_hashbeat.expr.slots import CalendarSlots, Slots, to_datetime
 from celery_hashbeat.expr.zones import load_zone
 from celery_hashbeat.schedules import at, excluded_days, hashcron
-from celery_hashbeat.settings import catch_up_mode, catch_up_window, overlap_mode
+from celery_hashbeat.settings import (
+    CatchUp,
+    Overlap,
+    catch_up_mode,
+    catch_up_window,
+    overlap_mode,
+)
 
 if TYPE_CHECKING:
     from celery_hashbeat.entries.sharing import SharedSlots
@@ -118,6 +124,19 @@ def calendar_keys(entry: Entry) -> dict[str, Any]:
     return {"exclude": list(source.calendar.specs), "on_excluded": source.mode}
 
 
+class Timing(NamedTuple):
+    """What an entry's schedule and policy keys decide: the same for every plain definition that
+    gives one schedule object (the balancer hands ~60 placed ones to a million entries)."""
+
+    schedule: Any
+    source: Slots
+    fingerprint: str
+    catch_up: CatchUp
+    overlap: Overlap
+    window_ms: int | None
+    max_runs: int | None
+
+
 def build_entry(
     name: str,
     definition: Any,
@@ -125,10 +144,13 @@ def build_entry(
     shared: SharedSlots,
     now: int,
     placed: hashcron | None = None,
+    timings: dict[tuple[int, bool], Timing] | None = None,
 ) -> Entry:
     """An Entry from a beat_schedule value (a dict, or a ScheduleEntry), checked by computing its
     first slot, so a definition that cannot run fails here, naming the entry. ``placed`` is the
-    balancer's schedule for it (docs/design.md §16), in place of the definition's."""
+    balancer's schedule for it (docs/design.md §16), in place of the definition's; ``timings``
+    keeps the Timing of each placed schedule of plain definitions, for the caller's next ones
+    (placed schedules are shared: their slots are the same whatever the entry's name)."""
     raw = definition
     definition = raw if type(raw) is dict else as_definition(raw)
     if definition is None:
@@ -145,34 +167,15 @@ def build_entry(
     if not (_is_mapping(kwargs) and _is_mapping(options)):
         raise EntryError(f"entry {name!r}: 'kwargs' and 'options' must be dicts")
     relative = bool(definition.get("relative", False))
-    given = definition.get("schedule") if placed is None else placed
     try:
-        fingerprint = shared.fingerprint(given, relative)
-        if plain or POLICY.isdisjoint(definition):  # the settings' policy, checked there
-            mode, overlap = settings.catch_up, settings.overlap
+        known = None if timings is None else timings.get((id(placed), relative))
+        if known is not None:  # placed, alive as long as ``timings``
+            timing = known
         else:
-            mode = catch_up_mode(definition.get("catch_up", settings.catch_up), "catch_up")
-            overlap = overlap_mode(definition.get("overlap", settings.overlap), "overlap")
-        check_overlap(overlap, mode)
-        window = (
-            catch_up_window(definition["catch_up_window"], "catch_up_window")
-            if not plain and "catch_up_window" in definition
-            else default_window(given, settings)
-        )
-        source = shared.source(name, given, relative)
-        excludes = not plain or bool(getattr(given, "exclude", ()))
-        calendar = calendar_of(definition, given) if excludes else None
-        if calendar is not None:
-            source = shared.excluding(source, calendar[0], zone_of(given, shared), calendar[1])
-            fingerprint = excluding_fingerprint(fingerprint, source.calendar.identity, calendar[1])
-        max_runs = None
-        if not (plain or BOUNDS.isdisjoint(definition)):
-            start = bound_ms(definition.get("start"), "start")
-            end = bound_ms(definition.get("end"), "end")
-            max_runs = check_bounds(start, end, definition.get("max_runs"))
-            if start is not None or end is not None:
-                source = BoundedSlots(source, start, end)
-        first_slot(source, now)
+            given = definition.get("schedule") if placed is None else placed
+            timing = timing_of(name, definition, given, relative, plain, settings, shared, now)
+            if placed is not None and plain and timings is not None:
+                timings[(id(placed), relative)] = timing
         promises = None if plain else promises_of(name, definition)
     except EntryError:
         raise
@@ -181,23 +184,72 @@ def build_entry(
     entry = Entry(
         name,
         task,
-        shared.schedule_object(given, relative),
-        source,
+        timing.schedule,
+        timing.source,
         tuple(args),
         kwargs,
         options,
         relative,
-        mode,
-        None if window is None else round(window * 1000),
-        fingerprint,
-        overlap,
-        0 if overlap == "allow" else settings.running_ttl_ms,
+        timing.catch_up,
+        timing.window_ms,
+        timing.fingerprint,
+        timing.overlap,
+        0 if timing.overlap == "allow" else settings.running_ttl_ms,
         shared,
         now,
     )
-    entry.max_runs = max_runs
+    entry.max_runs = timing.max_runs
     entry.promises = promises
     return entry
+
+
+def timing_of(
+    name: str,
+    definition: Mapping[str, Any],
+    given: Any,
+    relative: bool,
+    plain: bool,
+    settings: Settings,
+    shared: SharedSlots,
+    now: int,
+) -> Timing:
+    """The Timing of entry ``name`` whose schedule is ``given``, checked by computing its first
+    slot; ``plain``: ``definition`` has only PLAIN_KEYS (the settings' policy, no bounds)."""
+    fingerprint = shared.fingerprint(given, relative)
+    if plain or POLICY.isdisjoint(definition):  # the settings' policy, checked there
+        mode, overlap = settings.catch_up, settings.overlap
+    else:
+        mode = catch_up_mode(definition.get("catch_up", settings.catch_up), "catch_up")
+        overlap = overlap_mode(definition.get("overlap", settings.overlap), "overlap")
+    check_overlap(overlap, mode)
+    window = (
+        catch_up_window(definition["catch_up_window"], "catch_up_window")
+        if not plain and "catch_up_window" in definition
+        else default_window(given, settings)
+    )
+    source = shared.source(name, given, relative)
+    excludes = not plain or bool(getattr(given, "exclude", ()))
+    calendar = calendar_of(definition, given) if excludes else None
+    if calendar is not None:
+        source = shared.excluding(source, calendar[0], zone_of(given, shared), calendar[1])
+        fingerprint = excluding_fingerprint(fingerprint, source.calendar.identity, calendar[1])
+    max_runs = None
+    if not (plain or BOUNDS.isdisjoint(definition)):
+        start = bound_ms(definition.get("start"), "start")
+        end = bound_ms(definition.get("end"), "end")
+        max_runs = check_bounds(start, end, definition.get("max_runs"))
+        if start is not None or end is not None:
+            source = BoundedSlots(source, start, end)
+    first_slot(source, now)
+    return Timing(
+        shared.schedule_object(given, relative),
+        source,
+        fingerprint,
+        mode,
+        overlap,
+        None if window is None else round(window * 1000),
+        max_runs,
+    )
 
 
 def check_keys(name: str, definition: Mapping[str, Any]) -> None:

@@ -22,7 +22,7 @@ from celery import beat
 
 from celery_hashbeat._logs import SCHEDULER
 from celery_hashbeat.entries.balancing import Balancer
-from celery_hashbeat.entries.building import as_definition, build_entry
+from celery_hashbeat.entries.building import Timing, as_definition, build_entry
 from celery_hashbeat.entries.entry import Entry, StoredFence
 from celery_hashbeat.entries.errors import EntryError
 from celery_hashbeat.entries.fanout import FanOut, sub_name
@@ -324,10 +324,11 @@ class Catalog:
         #: Whether any entry was built yet: at start none was, and none need be looked up (the
         #: names given are distinct).
         rebuilding = bool(entries)
+        timings: dict[tuple[int, bool], Timing] = {}  # by placed schedule, held by ``placed``
         for name, definition in definitions:
             try:
                 entry = build_entry(
-                    name, definition, self.settings, self.shared, now, placed.get(name)
+                    name, definition, self.settings, self.shared, now, placed.get(name), timings
                 )
             except EntryError as exc:
                 self._refuse(name, str(exc))
