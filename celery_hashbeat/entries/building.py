@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from datetime import tzinfo
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from celery.beat import ScheduleEntry
 from celery.schedules import crontab
@@ -124,17 +124,11 @@ def calendar_keys(entry: Entry) -> dict[str, Any]:
     return {"exclude": list(source.calendar.specs), "on_excluded": source.mode}
 
 
-class Timing(NamedTuple):
-    """What an entry's schedule and policy keys decide: the same for every plain definition that
-    gives one schedule object (the balancer hands ~60 placed ones to a million entries)."""
-
-    schedule: Any
-    source: Slots
-    fingerprint: str
-    catch_up: CatchUp
-    overlap: Overlap
-    window_ms: int | None
-    max_runs: int | None
+#: What an entry's schedule and policy keys decide, the same for every plain definition that
+#: gives one schedule object (the balancer hands ~60 placed ones to a million entries): the
+#: schedule object, its slots, its fingerprint, the catch-up and overlap policies, the catch-up
+#: window (ms) and ``max_runs``. A plain tuple: one is made per entry that shares none.
+Timing = tuple[Any, Slots, str, CatchUp, Overlap, int | None, int | None]
 
 
 def build_entry(
@@ -168,37 +162,37 @@ def build_entry(
         raise EntryError(f"entry {name!r}: 'kwargs' and 'options' must be dicts")
     relative = bool(definition.get("relative", False))
     try:
-        known = None if timings is None else timings.get((id(placed), relative))
-        if known is not None:  # placed, alive as long as ``timings``
-            timing = known
-        else:
+        kept = timings if placed is not None and plain else None
+        timing = None if kept is None else kept.get((id(placed), relative))
+        if timing is None:
             given = definition.get("schedule") if placed is None else placed
             timing = timing_of(name, definition, given, relative, plain, settings, shared, now)
-            if placed is not None and plain and timings is not None:
-                timings[(id(placed), relative)] = timing
+            if kept is not None:  # the caller's ``placed`` keeps the object, and so its id
+                kept[(id(placed), relative)] = timing
         promises = None if plain else promises_of(name, definition)
     except EntryError:
         raise
     except Exception as exc:
         raise EntryError(f"entry {name!r}: {exc}") from exc
+    schedule, source, fingerprint, mode, overlap, window_ms, max_runs = timing
     entry = Entry(
         name,
         task,
-        timing.schedule,
-        timing.source,
+        schedule,
+        source,
         tuple(args),
         kwargs,
         options,
         relative,
-        timing.catch_up,
-        timing.window_ms,
-        timing.fingerprint,
-        timing.overlap,
-        0 if timing.overlap == "allow" else settings.running_ttl_ms,
+        mode,
+        window_ms,
+        fingerprint,
+        overlap,
+        0 if overlap == "allow" else settings.running_ttl_ms,
         shared,
         now,
     )
-    entry.max_runs = timing.max_runs
+    entry.max_runs = max_runs
     entry.promises = promises
     return entry
 
@@ -241,7 +235,7 @@ def timing_of(
         if start is not None or end is not None:
             source = BoundedSlots(source, start, end)
     first_slot(source, now)
-    return Timing(
+    return (
         shared.schedule_object(given, relative),
         source,
         fingerprint,

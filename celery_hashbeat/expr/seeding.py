@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import struct
+from collections.abc import Callable
 from functools import lru_cache
 
 Key = str | bytes | int
@@ -12,7 +13,7 @@ Key = str | bytes | int
 SEPARATOR = b"\x1f"
 
 #: A draw's number from its digest: the first 8 bytes, big-endian, unsigned (no slice made).
-_FIRST_8 = struct.Struct(">Q").unpack_from
+_FIRST_8: Callable[[bytes], tuple[int]] = struct.Struct(">Q").unpack_from
 
 
 def key_bytes(key: Key) -> bytes:
