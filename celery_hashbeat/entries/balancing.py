@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Hashable, Iterable, Mapping
-from itertools import repeat
 from typing import Any, NamedTuple
 
 from celery_hashbeat.entries.building import as_definition
@@ -274,35 +273,20 @@ class Balancer:
                 continue
             names, slots = group.replace(fresh)
             # A member's placed schedule is its template's at its slot: made once per distinct
-            # slot (per schedule and slot where members differ), then handed out by C-level
-            # maps (a million members at start).
+            # slot and handed out by C-level maps (a million members at start); then the few
+            # members whose schedules differ from the template get their own.
             own = group.template
             assert own is not None  # set with the first member
-            if not group.templates:  # every member's schedule is alike to the template's
-                by_slot = {slot: self._placed(own, group, slot) for slot in set(slots)}
-                placed_schedules.update(zip(names, map(by_slot.__getitem__, slots), strict=True))
-            else:
-                self._place_templates(group, own, names, slots, placed_schedules)
+            by_slot = {slot: self._placed(own, group, slot) for slot in set(slots)}
+            placed_schedules.update(zip(names, map(by_slot.__getitem__, slots), strict=True))
+            slot_of = group.slot_of
+            for name, template in group.templates.items():
+                if name in placed_schedules:
+                    placed_schedules[name] = self._placed(template, group, slot_of[name])
             if given is not None:
                 moved.update([(name, definitions[name]) for name in names if name not in given])
         self.version += bool(placed_schedules)
         return placed
-
-    def _place_templates(
-        self,
-        group: Group,
-        own: hashcron,
-        names: list[str],
-        slots: list[int],
-        placed_schedules: dict[str, hashcron],
-    ) -> None:
-        """The placed schedules of ``names`` at ``slots`` in a group whose members' schedules
-        differ (``Group.templates``): made once per distinct schedule and slot."""
-        templates = list(map(group.templates.get, names, repeat(own)))
-        by_id = dict(zip(map(id, templates), templates, strict=True))
-        pairs = list(zip(map(id, templates), slots, strict=True))
-        made = {pair: self._placed(by_id[pair[0]], group, pair[1]) for pair in dict.fromkeys(pairs)}
-        placed_schedules.update(zip(names, map(made.__getitem__, pairs), strict=True))
 
     def _placed(self, template: hashcron, group: Group, slot: int) -> hashcron:
         """``template`` at ``slot`` of ``group``: one object per schedule and offsets, kept, so
