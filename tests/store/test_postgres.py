@@ -23,7 +23,9 @@ from celery_hashbeat.store import (
     StoreUnavailable,
     open_store,
 )
+from celery_hashbeat.store.base import HISTORY_CAP
 from celery_hashbeat.store.errors import StoreError
+from celery_hashbeat.store.postgres.history import TRIM_EVERY
 from celery_hashbeat.store.postgres.schema import SCHEMA_VERSION
 from tests.support.postgres import PASSWORD, PostgresServer, wait_answering
 from tests.support.processes import ROOT
@@ -348,7 +350,7 @@ def test_tables_of_schema_1_gain_the_operators_records_and_sent_slots_in_place(
     versions = postgres_server.query(
         database, """SELECT value FROM "old_meta" WHERE name = 'schema'"""
     )
-    assert versions == [(SCHEMA_VERSION,)] and SCHEMA_VERSION == 5
+    assert versions == [(SCHEMA_VERSION,)] and SCHEMA_VERSION == 6
 
 
 def test_a_record_of_sent_slots_of_schema_3_learns_who_claimed_in_place(
@@ -407,5 +409,63 @@ def test_a_queue_of_schema_4_learns_who_took_a_trigger_in_place(
         again.close()
     versions = postgres_server.query(
         database, """SELECT value FROM "four_meta" WHERE name = 'schema'"""
+    )
+    assert versions == [(SCHEMA_VERSION,)]
+
+
+def test_a_history_written_a_record_at_a_time_stays_within_its_trim_bound(
+    postgres_server: PostgresServer, postgres_url: str
+) -> None:
+    """A history is trimmed once per TRIM_EVERY records, not at every one: its rows never pass
+    HISTORY_CAP + TRIM_EVERY - 1, and a read still gives exactly the newest HISTORY_CAP."""
+    store = open_store(postgres_url, "trim")
+    database = database_of(postgres_url)
+    most = 0
+    try:
+        for n in range(HISTORY_CAP + 3 * TRIM_EVERY):
+            store.record([("x", str(n)), ("y", str(n))] if n % 2 else [("x", str(n))])
+            ((rows,),) = postgres_server.query(
+                database, """SELECT count(*) FROM "trim_history" WHERE entry = 'x'"""
+            )
+            most = max(most, rows)
+        kept = store.history("x", limit=HISTORY_CAP + 50)
+        assert kept == [
+            str(n) for n in reversed(range(3 * TRIM_EVERY, HISTORY_CAP + 3 * TRIM_EVERY))
+        ]
+    finally:
+        store.close()
+    assert HISTORY_CAP < most <= HISTORY_CAP + TRIM_EVERY - 1
+
+
+def test_histories_of_schema_5_are_trimmed_in_place(
+    postgres_server: PostgresServer, postgres_url: str
+) -> None:
+    """Schema 5 trimmed a history at every record and kept no count: a release that trims once
+    per TRIM_EVERY records adds the count, and the histories written before go on."""
+    store = open_store(postgres_url, "five")
+    store.record([("x", str(n)) for n in range(HISTORY_CAP)])
+    store.close()
+    database = database_of(postgres_url)
+    postgres_server.admin(
+        'ALTER TABLE "five_history_life" DROP COLUMN untrimmed', database=database
+    )
+    postgres_server.admin(
+        """UPDATE "five_meta" SET value = 5 WHERE name = 'schema'""", database=database
+    )
+    again = open_store(postgres_url, "five")
+    try:
+        for n in range(HISTORY_CAP, HISTORY_CAP + TRIM_EVERY):
+            again.record([("x", str(n))])
+        assert again.history("x", limit=HISTORY_CAP) == [
+            str(n) for n in reversed(range(TRIM_EVERY, HISTORY_CAP + TRIM_EVERY))
+        ]
+    finally:
+        again.close()
+    ((rows,),) = postgres_server.query(
+        database, """SELECT count(*) FROM "five_history" WHERE entry = 'x'"""
+    )
+    assert rows == HISTORY_CAP  # trimmed when its TRIM_EVERY-th new record came
+    versions = postgres_server.query(
+        database, """SELECT value FROM "five_meta" WHERE name = 'schema'"""
     )
     assert versions == [(SCHEMA_VERSION,)]

@@ -13,7 +13,7 @@ search by age compares with ``statement_timestamp()``, which the planner can tak
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Mapping
 from typing import Any
 
 from celery_hashbeat.store import retention
@@ -31,15 +31,25 @@ def lapsed(t: Tables) -> str:
     )
 
 
-def refresh_histories(cur: Any, t: Tables, entries: Iterable[str]) -> None:
-    """The histories just written live HISTORY_TTL_MS from now, except those of forgotten
-    entries (GONE_TTL_MS or less left): a late record does not revive them."""
+def refresh_histories(cur: Any, t: Tables, appended: Mapping[str, int]) -> dict[str, int]:
+    """The histories just written (with how many records each gained) live HISTORY_TTL_MS from
+    now, except those of forgotten entries (GONE_TTL_MS or less left): a late record does not
+    revive them. Returns each one's records since it was last trimmed."""
+    entries = sorted(appended)
     cur.execute(
-        f"INSERT INTO {t.history_life} AS life (entry, expires_at) SELECT e, {LATER}"
-        " FROM unnest(%b::text[]) AS given (e) ON CONFLICT (entry) DO UPDATE SET"
-        f" expires_at = excluded.expires_at WHERE life.expires_at > {LATER}",
-        (retention.HISTORY_TTL_MS, sorted(set(entries)), retention.GONE_TTL_MS),
+        f"INSERT INTO {t.history_life} AS life (entry, expires_at, untrimmed) SELECT e, {LATER},"
+        " n FROM unnest(%b::text[], %b::integer[]) AS given (e, n) ON CONFLICT (entry) DO UPDATE"
+        f" SET expires_at = CASE WHEN life.expires_at > {LATER} THEN excluded.expires_at ELSE"
+        " life.expires_at END, untrimmed = life.untrimmed + excluded.untrimmed"
+        " RETURNING entry, untrimmed",
+        (
+            retention.HISTORY_TTL_MS,
+            entries,
+            [appended[entry] for entry in entries],
+            retention.GONE_TTL_MS,
+        ),
     )
+    return {entry: int(untrimmed) for entry, untrimmed in cur.fetchall()}
 
 
 def retire_histories(cur: Any, t: Tables, entries: list[str]) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 
 from celery_hashbeat.store.errors import StoreConfigError, StoreError
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 #: The table kinds; their names are ``<prefix>_<kind>``.
 KINDS = (
@@ -93,9 +93,10 @@ def statements(t: Tables) -> list[str]:
         f"CREATE TABLE IF NOT EXISTS {t.history} (id bigserial PRIMARY KEY, entry text NOT NULL,"
         " record text NOT NULL)",
         f"CREATE INDEX IF NOT EXISTS {t.index('history_entry')} ON {t.history} (entry, id)",
-        # Until when each entry's history lives (store/postgres/lifetimes.py).
+        # Until when each entry's history lives (store/postgres/lifetimes.py),
+        # and how many records it gained since it was last trimmed (store/postgres/history.py).
         f"CREATE TABLE IF NOT EXISTS {t.history_life} (entry text PRIMARY KEY,"
-        " expires_at timestamptz NOT NULL)",
+        " expires_at timestamptz NOT NULL, untrimmed integer NOT NULL DEFAULT 0)",
         f"CREATE INDEX IF NOT EXISTS {t.index('history_life_expires')} ON {t.history_life}"
         " (expires_at)",
         # The runtime controls (store/controls.py): a row per name that stays after its records
@@ -151,6 +152,11 @@ def upgrades(t: Tables) -> dict[int, list[str]]:
         ],
         # Schema 5: a take keeps what it took until its leader settles (docs/design.md §19).
         4: [f"ALTER TABLE {t.triggers} ADD COLUMN IF NOT EXISTS taken_by text NOT NULL DEFAULT ''"],
+        # Schema 6: a history is trimmed once per TRIM_EVERY records (store/postgres/history.py).
+        5: [
+            f"ALTER TABLE {t.history_life}"
+            " ADD COLUMN IF NOT EXISTS untrimmed integer NOT NULL DEFAULT 0"
+        ],
     }
 
 
