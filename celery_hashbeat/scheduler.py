@@ -16,6 +16,7 @@ publishes only what it claimed, with a task id derived from (entry, slot) (docs/
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 from typing import TYPE_CHECKING, Any, cast
 
@@ -44,7 +45,7 @@ from celery_hashbeat.beat.standaside import StandAside
 from celery_hashbeat.beat.stopping import GRACE, StopRequests
 from celery_hashbeat.beat.storecalls import StoreCalls
 from celery_hashbeat.beat.triggers import Triggers
-from celery_hashbeat.beat.warming import Warming
+from celery_hashbeat.beat.warming import SPARE_S, Warming
 from celery_hashbeat.control import running
 from celery_hashbeat.control.polling import ControlState
 from celery_hashbeat.entries.catalog import Catalog
@@ -310,11 +311,17 @@ class Scheduler(beat.Scheduler):
         if head is not None:
             dispatcher.instants.make_ahead(head)  # reads the queue, takes nothing off it
             leadership.poll_ahead_of(head, self.now_ms())
-        wait = leadership.wake_s() - time.monotonic()
+        # Woken just before the slot, to be ready at its instant, or earlier to make its messages.
+        to_slot = math.inf
         if head is not None:
-            # Woken just before the slot, to be ready at its instant, or earlier to make its
-            # messages.
-            wait = min(wait, dispatcher.instants.wake_at_ms(head) / 1000 - self.clock())
+            to_slot = dispatcher.instants.wake_at_ms(head) / 1000 - self.clock()
+        # Idle, with plans to make for the next burst: make a share and come back for the next.
+        # A controls poll or a renewal may wait for it, as long as the renewal still comes more
+        # than SPARE_S before the lease runs out; a slot may not.
+        to_expiry = lease.held_until - time.monotonic()
+        if lease.leader and min(to_slot, to_expiry - SPARE_S) > SPARE_S and self._warming.tick():
+            return 0.0
+        wait = min(leadership.wake_s() - time.monotonic(), to_slot)
         return max(0.0, min(wait, self.max_wait))
 
     def should_sync(self) -> bool:

@@ -1,10 +1,12 @@
-"""A standby makes the plans and stencils of its entries' messages while it waits, so that the
-first burst after it takes over costs what every later one does (docs/design.md §15).
+"""A beat makes the plans and stencils of its entries' messages while it waits, so that its
+first burst costs what every later one does (docs/design.md §15).
 
-A leader makes them as its slots come (``ahead``); a standby has nothing to send, so it walks
-its entries instead, a little each tick (``BUDGET_S`` of the broker thread's time), and walks
-them again a while after it finished (entries change; a plan kept and current costs a lookup).
-Nothing is sent, claimed or written anywhere: only the sink's kept plans grow, as a leader's do.
+A leader makes messages as its slots come (``ahead``), but only ``WINDOW_MS`` before them: the
+first burst after a start or a take-over, with every plan still to make, would not fit. So a
+standby, which has nothing to send, walks its entries a little each tick (``BUDGET_S`` of the
+broker thread's time), and so does a leader while its next wake-up is more than ``SPARE_S``
+away; each walks them again a while after it finished (entries change; a plan kept and current
+costs a lookup). Nothing is sent, claimed or written anywhere: only the sink's kept plans grow.
 """
 
 from __future__ import annotations
@@ -21,6 +23,10 @@ BUDGET_S = 0.05
 
 #: A walk over the entries starts again this long after the last one ended (seconds).
 AGAIN_S = 60.0
+
+#: A leader warms only while its next wake-up is further away than this (seconds): a tick's
+#: share and the second more a broker that does not answer may take (``Publisher.warm``).
+SPARE_S = BUDGET_S + 1.0
 
 
 class Warms(Protocol):
@@ -41,15 +47,17 @@ class Warming:
         self._walk: Iterator[tuple[Entry, int]] | None = None
         self._again_at = 0.0
 
-    def tick(self) -> None:
-        """Make a tick's share of plans (call it only while standing by)."""
+    def tick(self) -> bool:
+        """Make a tick's share of plans (while standing by, or leading with ``SPARE_S`` to
+        spare); whether a walk is under way still, so that the next share may follow at once."""
         if self._walk is None:
             if time.monotonic() < self._again_at:
-                return
+                return False
             self._walk = self._walked()
         if self._publisher.warm(self._walk, BUDGET_S):
             self._walk = None
             self._again_at = time.monotonic() + AGAIN_S
+        return self._walk is not None
 
     def _walked(self) -> Iterator[tuple[Entry, int]]:
         slot = self._now_ms()  # any slot makes the stencil: its text is replaced per slot

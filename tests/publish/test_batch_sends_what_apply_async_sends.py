@@ -211,10 +211,11 @@ def test_the_batch_path_sends_what_apply_async_sends(
     )
     # Without a before_task_publish receiver, an entry's second slot is made from its first
     # (the stencil); expires (a time; Celery's backend_cleanup has one too) and countdown
-    # (apply_async's own) are built every time.
-    stencils = {name for name, plan in sink._plans.items() if plan.stencil is not None}
-    stenciled = set(beat_schedule("q")) - {"expiring", "countdown"}
-    assert stencils == (stenciled if receivers == ("after",) else set())
+    # (apply_async's own) are built every time. With one, the stencils the leader made while it
+    # waited (before the receiver came) are not used: it sees every message (below).
+    if receivers == ("after",):
+        stencils = {name for name, plan in sink._plans.items() if plan.stencil is not None}
+        assert stencils == set(beat_schedule("q")) - {"expiring", "countdown"}
     assert sum(map(len, batch.values())) == 2 * len(beat.entries)
     assert_same_messages(batch, single, key_prefix)
     # Per message, the receivers got the same; across messages, a batch fires the
