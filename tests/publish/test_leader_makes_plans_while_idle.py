@@ -7,8 +7,15 @@ from __future__ import annotations
 from celery import Celery
 
 from celery_hashbeat import hashcron
-from celery_hashbeat.publish.message import slot_task_id
-from tests.support.beat_fixtures import MINUTE, START, Broker, Clock, Make, drain, iso
+from tests.support.beat_fixtures import (
+    MINUTE,
+    START,
+    Broker,
+    Clock,
+    Make,
+    assert_each_sent_at,
+    drain,
+)
 
 ENTRIES = 40
 
@@ -35,14 +42,8 @@ def test_a_leader_waiting_for_its_first_slot_makes_its_plans_and_sends_nothing_e
     assert leader.tick() > 0, "the walk ended, yet the leader does not sleep"
     clock.advance(60)
     drain(leader)
-    slot = START + MINUTE
-    headers = broker.new()
-    assert sorted(h["hashbeat_entry"] for h in headers) == sorted(
-        f"idle-{i}" for i in range(ENTRIES)
-    )
-    for h in headers:
-        assert h["hashbeat_slot"] == iso(slot)
-        assert h["id"] == slot_task_id(h["hashbeat_entry"], slot)
+    names = [f"idle-{i}" for i in range(ENTRIES)]
+    assert_each_sent_at(broker.new(), names, START + MINUTE)
 
 
 def test_a_leader_whose_next_slot_is_close_makes_no_plans_before_it(

@@ -11,8 +11,16 @@ import redis
 from celery import Celery, signals
 
 from celery_hashbeat import hashcron
-from celery_hashbeat.publish.message import slot_task_id
-from tests.support.beat_fixtures import MINUTE, START, Broker, Clock, Make, drain, iso, run_for
+from tests.support.beat_fixtures import (
+    MINUTE,
+    START,
+    Broker,
+    Clock,
+    Make,
+    assert_each_sent_at,
+    drain,
+    run_for,
+)
 
 ENTRIES = 40
 
@@ -59,14 +67,8 @@ def test_after_taking_over_the_made_stencils_send_each_slot_right(
     assert standby.leadership.lease.leader
     clock.advance(60)
     drain(standby)
-    slot = START + MINUTE
-    headers = broker.new()
-    assert sorted(h["hashbeat_entry"] for h in headers) == sorted(
-        f"warm-{i}" for i in range(ENTRIES)
-    )
-    for h in headers:
-        assert h["hashbeat_slot"] == iso(slot)
-        assert h["id"] == slot_task_id(h["hashbeat_entry"], slot)
+    names = [f"warm-{i}" for i in range(ENTRIES)]
+    assert_each_sent_at(broker.new(), names, START + MINUTE)
     client = redis.Redis.from_url(redis_url)
     try:
         raw = [json.loads(m) for m in client.lrange(app.conf.task_default_queue, 0, -1)]

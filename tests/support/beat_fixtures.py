@@ -16,7 +16,7 @@ import redis
 from celery import Celery
 
 from celery_hashbeat import Scheduler
-from celery_hashbeat.publish.message import slot_iso
+from celery_hashbeat.publish.message import slot_iso, slot_task_id
 
 #: A whole minute (2030-01-01T00:00:00Z), so that slots in the tests are easy to read.
 T0 = 1_893_456_000.0
@@ -143,3 +143,11 @@ def drain(scheduler: Scheduler, limit: int = 500) -> None:
         if scheduler.tick() > 0:
             return
     raise AssertionError("the scheduler never settled")
+
+
+def assert_each_sent_at(headers: list[dict[str, Any]], names: list[str], slot: int) -> None:
+    """Each of ``names`` sent once, for ``slot``, with the task id of that entry and slot."""
+    assert sorted(h["hashbeat_entry"] for h in headers) == sorted(names)
+    for h in headers:
+        assert h["hashbeat_slot"] == iso(slot)
+        assert h["id"] == slot_task_id(h["hashbeat_entry"], slot)
