@@ -45,7 +45,7 @@ from celery_hashbeat.beat.standaside import StandAside
 from celery_hashbeat.beat.stopping import GRACE, StopRequests
 from celery_hashbeat.beat.storecalls import StoreCalls
 from celery_hashbeat.beat.triggers import Triggers
-from celery_hashbeat.beat.warming import SPARE_S, Warming
+from celery_hashbeat.beat.warming import Warming
 from celery_hashbeat.control import running
 from celery_hashbeat.control.polling import ControlState
 from celery_hashbeat.entries.catalog import Catalog
@@ -316,10 +316,7 @@ class Scheduler(beat.Scheduler):
         if head is not None:
             to_slot = dispatcher.instants.wake_at_ms(head) / 1000 - self.clock()
         # Idle, with plans to make for the next burst: make a share and come back for the next.
-        # A controls poll or a renewal may wait for it, as long as the renewal still comes more
-        # than SPARE_S before the lease runs out; a slot may not.
-        to_expiry = lease.held_until - time.monotonic()
-        if lease.leader and min(to_slot, to_expiry - SPARE_S) > SPARE_S and self._warming.tick():
+        if lease.leader and self._warming.lead(to_slot, lease.held_until - time.monotonic()):
             return 0.0
         wait = min(leadership.wake_s() - time.monotonic(), to_slot)
         return max(0.0, min(wait, self.max_wait))

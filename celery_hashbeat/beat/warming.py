@@ -25,7 +25,8 @@ BUDGET_S = 0.05
 AGAIN_S = 60.0
 
 #: A leader warms only while its next wake-up is further away than this (seconds): a tick's
-#: share and the second more a broker that does not answer may take (``Publisher.warm``).
+#: share and the second more a broker that does not answer may take (``Publisher.warm``); a
+#: controls poll or a renewal may wait for a share, a slot never does.
 SPARE_S = BUDGET_S + 1.0
 
 
@@ -58,6 +59,14 @@ class Warming:
             self._walk = None
             self._again_at = time.monotonic() + AGAIN_S
         return self._walk is not None
+
+    def lead(self, to_wake_s: float, to_expiry_s: float) -> bool:
+        """As a leader: make a share only while the next wake-up for a slot is more than
+        ``SPARE_S`` away (``to_wake_s``) and a renewal the share delays still comes more than
+        ``SPARE_S`` before the lease runs out (``to_expiry_s``); whether a walk is under way."""
+        if min(to_wake_s, to_expiry_s - SPARE_S) <= SPARE_S:
+            return False
+        return self.tick()
 
     def _walked(self) -> Iterator[tuple[Entry, int]]:
         slot = self._now_ms()  # any slot makes the stencil: its text is replaced per slot

@@ -3,10 +3,10 @@ kept to the newest HISTORY_CAP, their lives kept by lifetimes.py.
 
 Trimming a history is an index walk past its newest HISTORY_CAP rows: done at every append, it
 cost more than the append itself (a claim of ~830 slots spent 7.5 of its ~37 ms in the server
-there, docs/design.md §16). So a
-history is trimmed once it has gained TRIM_EVERY records since it was last trimmed (counted on
-its row in ``<prefix>_history_life``), and holds at most HISTORY_CAP + TRIM_EVERY - 1 rows;
-a read never returns more than the newest HISTORY_CAP, as the other stores keep.
+there, docs/design.md §14). So a history is trimmed once it has gained TRIM_EVERY records since
+it was last trimmed (counted on its row in ``<prefix>_history_life``), and holds at most
+HISTORY_CAP + TRIM_EVERY - 1 rows; a read never returns more than the newest HISTORY_CAP, as the
+other stores keep.
 """
 
 from __future__ import annotations
