@@ -186,7 +186,7 @@ class Sink(Protocol[E_contra]):
 
     @property
     def immediate(self) -> bool:
-        """Whether ``stage`` sends at once (AMQP) rather than buffering until ``flush``."""
+        """Whether ``stage`` sends at once (AMQP) rather than buffering until ``send``."""
 
     def direct(self, entry: E_contra) -> bool:
         """Whether this entry's slots must go one by one through ``send`` instead."""
@@ -194,9 +194,13 @@ class Sink(Protocol[E_contra]):
     def stage(self, entry: E_contra, slot: int) -> None:
         """Build the slot's message and buffer it (or send it, if immediate)."""
 
-    def flush(self) -> list[BaseException | None]:
-        """Send what is buffered, in as few round trips as the transport allows; per message,
-        None if the broker took it, else why not (a ``MayHaveGone`` if it may have, an
+    def send(self) -> None:
+        """Start sending what is buffered, in as few writes as the transport allows; the next
+        chunk may be built while the broker handles this one. Raises if the write failed."""
+
+    def answers(self) -> list[BaseException | None]:
+        """The broker's answer to each message of the chunk last sent (waiting for it): None if
+        the broker took it, else why not (a ``MayHaveGone`` if it may have, an
         ``Undeliverable`` if it never will). Raises if the round trip failed as a whole."""
 
     def discard(self) -> None:
@@ -213,14 +217,18 @@ class Bulk(Batch[E]):
     """A batch whose messages go out together through a ``Sink``: buffered up to ``chunk`` at a
     time and sent in one go, so a slot is only as late as its chunk, not as the whole queue.
 
+    While the broker handles a chunk, the next one is built, and it is sent only once the one
+    before it has its answers: a chunk is in the air at most, and a cut, a hold, a failed or
+    refused chunk stops the next one before it leaves, as if built after.
+
     The account stays exact per message: a chunk that was sent in full is ``SENT``; a chunk whose
     round trip failed is ``FAILED`` if the broker surely took none of it (refused), else
     ``UNKNOWN``; a message the broker refused for good (``Undeliverable``) is ``DROPPED`` and the
     rest go on; a chunk never sent (cut short, or a message that could not be built because the
     broker is unreachable) is given back as ``UNSENT``. ``in_flight_for`` counts from the
     connect on, so a broker that hangs anywhere (connect, channel set-up, declare, write) is
-    left behind. Entries the sink cannot build go through
-    ``send`` one by one, as in ``Batch``, after the chunk before them went out.
+    left behind. Entries the sink cannot build go through ``send`` one by one, as in ``Batch``,
+    after the chunk before them has its answers.
     """
 
     def __init__(
@@ -236,6 +244,8 @@ class Bulk(Batch[E]):
         super().__init__(slots, send, transient, connect, hold)
         self._sink = sink
         self._chunk = chunk
+        #: The slots of the chunk sent whose answers are not read yet.
+        self._air: list[int] = []
 
     def run(self) -> None:
         # The clock runs from before the connect to the last answer: a connect, a channel's
@@ -269,7 +279,7 @@ class Bulk(Batch[E]):
             if self._cancelled:
                 break
             if sink.direct(entry):
-                if not self._flush(pending) or not self._one(index, entry, slot):
+                if not (self._flush(pending) and self._land() and self._one(index, entry, slot)):
                     return
                 continue
             if immediate:
@@ -285,6 +295,7 @@ class Bulk(Batch[E]):
                 self._end(index, outcome, exc)
                 if outcome is Outcome.DROPPED:
                     continue
+                self._land()  # the chunk before it still gets its account
                 sink.discard()
                 return
             if immediate:
@@ -295,9 +306,10 @@ class Bulk(Batch[E]):
             if len(pending) >= self._chunk and not self._flush(pending):
                 return
         if self._cancelled:
+            self._land()
             sink.discard()  # the buffered ones were never sent: given back
-        else:
-            self._flush(pending)
+        elif self._flush(pending):
+            self._land()
 
     def _begin(self, index: int) -> None:
         with self._lock:
@@ -319,40 +331,60 @@ class Bulk(Batch[E]):
         return True
 
     def _flush(self, pending: list[int]) -> bool:
-        """Send the buffered chunk; whether the batch may go on. Empties ``pending``."""
+        """Send the buffered chunk once the chunk in the air has its answers; whether the batch
+        may go on. Empties ``pending``."""
         if not pending:
             return True
+        landed = self._land()
         self._held()  # an instant that does not come cancels the batch
         with self._lock:
-            cancelled = self._cancelled
-            if not cancelled:
+            go_on = landed and not self._cancelled
+            if go_on:
                 self._in_flight_since = time.monotonic()
                 self._started = pending[-1] + 1
-        if cancelled:  # never sent: given back, and not left for the next batch
+        if not go_on:  # never sent: given back, and not left for the next batch
             self._sink.discard()
             pending.clear()
             return False
         try:
-            errors = self._sink.flush()
+            self._sink.send()
         except Exception as exc:
-            # Whatever broke, part of the chunk may have gone out, unless the broker refused.
-            outcome = Outcome.FAILED if never_reached(exc) else Outcome.UNKNOWN
-            for index in pending:
-                self._end(index, outcome, exc)
-            pending.clear()
+            self._failed(pending, exc)
+            return False
+        self._air = list(pending)
+        pending.clear()
+        return True
+
+    def _failed(self, chunk: list[int], exc: BaseException) -> None:
+        """Settle a chunk whose round trip failed: whatever broke, part of it may have gone
+        out, unless the broker refused the connection."""
+        outcome = Outcome.FAILED if never_reached(exc) else Outcome.UNKNOWN
+        for index in chunk:
+            self._end(index, outcome, exc)
+        chunk.clear()
+
+    def _land(self) -> bool:
+        """Settle the chunk in the air (if any) with the broker's answers; whether the batch may
+        go on."""
+        air, self._air = self._air, []
+        if not air:
+            return True
+        try:
+            errors = self._sink.answers()
+        except Exception as exc:
+            self._failed(air, exc)
             return False
         if not any(errors):  # the usual chunk: every message taken, settled under one lock
             with self._lock:
-                for index in pending:
+                for index in air:
                     self.outcomes[index] = Outcome.SENT
                 self._in_flight_since = time.monotonic()
             sent = self._sink.sent
-            for index in pending:
+            for index in air:
                 sent(*self.slots[index])
-            pending.clear()
             return True
         carry_on = True
-        for index, error in zip(pending, errors, strict=True):
+        for index, error in zip(air, errors, strict=True):
             if error is None:
                 self._end(index, Outcome.SENT, None)
                 self._sink.sent(*self.slots[index])
@@ -367,5 +399,4 @@ class Bulk(Batch[E]):
             self._end(index, Outcome.UNKNOWN if unsure else Outcome.FAILED, error)
             self._sink.unsent(*self.slots[index])
             carry_on = False
-        pending.clear()
         return carry_on

@@ -165,7 +165,11 @@ class Publisher:
         self.ahead.reset()
 
     def revoke(self, task_id: str) -> None:
-        """Revoke (and terminate) a run, on this beat's connection."""
+        """Revoke (and terminate) a run, on this beat's connection, once the batch's chunk in
+        the air on it has its answers (``BulkSink.land``)."""
+        bulk: BulkSink | None = self.__dict__.get("_bulk")
+        if bulk is not None:
+            bulk.land()
         self.app.control.revoke(task_id, terminate=True, connection=self.connection)
 
     # Publishing -------------------------------------------------------------------------------

@@ -252,6 +252,7 @@ class BulkSink:
             task_id, when = ready.unsent[1:3]
         self._announce(entry, task_id, when)
         if not plan.ignore_result and thread.on_task_call is not None:
+            self.land()  # the backend may declare its reply queue
             thread.on_task_call(self.producer, task_id)
         self._declare(plan.destination.declare)
         output = self._output
@@ -327,12 +328,24 @@ class BulkSink:
             encoded = plan.encoded  # the body is the same every slot: encoded once
         return Built(plan, body, encoded, headers, properties)
 
-    def flush(self) -> list[BaseException | None]:
+    def send(self) -> None:
         try:
-            return self._output.flush()
+            self._output.send()
         except BaseException:
             self._unsent.clear()
             raise
+
+    def answers(self) -> list[BaseException | None]:
+        try:
+            return self._output.answers()
+        except BaseException:
+            self._unsent.clear()
+            raise
+
+    def land(self) -> None:
+        """Read the broker's answers to the chunk in the air on this connection (if any) before
+        something else talks to the broker on it: only the reader of an answer sees it."""
+        self._output.land()
 
     def discard(self) -> None:
         self._unsent.clear()
@@ -372,6 +385,7 @@ class BulkSink:
             self._declared.clear()
         for entity in entities:
             if id(entity) not in self._declared:
+                self.land()
                 self.producer.maybe_declare(entity)
                 self._declared.add(id(entity))
 

@@ -65,22 +65,22 @@ def queued(server: RedisProcess) -> list[str]:
     return [json.loads(message)["headers"]["hashbeat_entry"] for message in reversed(raw)]
 
 
-def run_with_fault_before_flush(
+def run_with_fault_before_second_send(
     beat: Scheduler, monkeypatch: pytest.MonkeyPatch, fault: Callable[[], None]
 ) -> dict[str, Outcome]:
-    """The six slots in chunks of two, ``fault()`` striking just before the second chunk goes."""
+    """The six slots in chunks of two, ``fault()`` striking just before the second chunk is sent."""
     sink = beat.publisher.sink
     assert sink is not None and not sink.immediate
-    flush = sink.flush
-    flushes = []
+    send = sink.send
+    sends = []
 
-    def flush_with_fault() -> list[BaseException | None]:
-        flushes.append(1)
-        if len(flushes) == 2:
+    def send_with_fault() -> None:
+        sends.append(1)
+        if len(sends) == 2:
             fault()
-        return flush()
+        send()
 
-    monkeypatch.setattr(sink, "flush", flush_with_fault)
+    monkeypatch.setattr(sink, "send", send_with_fault)
     slots = [(beat.entries[name], SLOT) for name in NAMES]
     batch = Bulk(
         slots,
@@ -101,7 +101,7 @@ def test_a_chunk_whose_reply_is_lost_is_unknown_and_kept(
 ) -> None:
     with FaultProxy(private_redis.port) as proxy:
         beat = beat_on(proxy.url())
-        found = run_with_fault_before_flush(beat, monkeypatch, lambda: proxy.swallow(5))
+        found = run_with_fault_before_second_send(beat, monkeypatch, lambda: proxy.swallow(5))
     assert found == {
         "e0": Outcome.SENT,
         "e1": Outcome.SENT,
@@ -126,7 +126,7 @@ def test_a_broker_killed_mid_batch_sends_nothing_after_the_chunks_it_took(
         before_kill.append(queued(private_redis))
         private_redis.kill()
 
-    found = run_with_fault_before_flush(beat, monkeypatch, kill)
+    found = run_with_fault_before_second_send(beat, monkeypatch, kill)
     assert before_kill == [["e0", "e1"]]
     assert (found["e0"], found["e1"]) == (Outcome.SENT, Outcome.SENT)
     # redis-py finds the pipeline's connection closed before writing to it, and connecting anew
@@ -161,20 +161,20 @@ def test_what_reached_the_broker_is_never_sent_again(
     with FaultProxy(private_redis.port) as proxy:
         beat = beat_on(proxy.url())
         sink: Any = beat.publisher.sink
-        flush = sink.flush
+        send = sink.send
         calls: list[int] = []
 
-        def flush_losing_second_reply() -> list[BaseException | None]:
+        def send_losing_second_reply() -> None:
             calls.append(1)
             if len(calls) == 1:
                 proxy.swallow(5)
-            return flush()
+            send()
 
-        monkeypatch.setattr(sink, "flush", flush_losing_second_reply)
+        monkeypatch.setattr(sink, "send", send_losing_second_reply)
         clock.advance(60)
         beat.tick()  # one chunk of six: its reply is lost
         proxy.pass_through()
-        monkeypatch.setattr(sink, "flush", flush)
+        monkeypatch.setattr(sink, "send", send)
         for _ in range(3):
             clock.advance(1.5)
             beat.tick()

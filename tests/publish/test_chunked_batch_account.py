@@ -13,14 +13,17 @@ from tests.publish.test_batch_account import outcomes, refused
 
 
 class Sink:
-    """Buffers entries; ``flush`` sends them, or fails as told for the n-th flush."""
+    """Buffers entries; ``send`` sends them, or fails as told for the n-th send; ``answers``
+    answers for the chunk last sent."""
 
     def __init__(self, immediate: bool = False) -> None:
         self.immediate = immediate
         self.buffered: list[str] = []
         self.log: list[str] = []
         self.fail_flush: dict[int, Exception] = {}
-        self.answers: dict[int, dict[str, Exception]] = {}
+        self.fail_answers: dict[int, Exception] = {}
+        self.air: list[str] = []
+        self.said: dict[int, dict[str, Exception]] = {}
         self.fail_stage: dict[str, Exception] = {}
         self.flushes = 0
 
@@ -32,14 +35,20 @@ class Sink:
             raise self.fail_stage[entry]
         self.buffered.append(entry)
 
-    def flush(self) -> list[BaseException | None]:
+    def send(self) -> None:
         self.flushes += 1
-        chunk, self.buffered = self.buffered, []
+        self.air, self.buffered = self.buffered, []
         if self.flushes in self.fail_flush:
             raise self.fail_flush[self.flushes]
-        answers = self.answers.get(self.flushes, {})
-        self.log += [f"sent {entry}" for entry in chunk if entry not in answers]
-        return [answers.get(entry) for entry in chunk]
+        said = self.said.get(self.flushes, {})
+        self.log += [f"sent {entry}" for entry in self.air if entry not in said]
+
+    def answers(self) -> list[BaseException | None]:
+        if self.flushes in self.fail_answers:
+            raise self.fail_answers[self.flushes]
+        said = self.said.get(self.flushes, {})
+        self.log.append(f"answered {len(self.air)}")
+        return [said.get(entry) for entry in self.air]
 
     def discard(self) -> None:
         self.log.append(f"discarded {len(self.buffered)}")
@@ -65,7 +74,26 @@ def test_chunks_go_out_one_round_trip_each_and_signal_after_each() -> None:
     batch.run()
     assert set(outcomes(batch).values()) == {Outcome.SENT}
     assert sink.flushes == 3
-    assert sink.log[:4] == ["sent a", "sent b", "after a", "after b"]
+    assert sink.log[:5] == ["sent a", "sent b", "answered 2", "after a", "after b"]
+
+
+def test_the_next_chunk_is_built_while_one_is_in_the_air_and_sent_after_its_answers() -> None:
+    sink = Sink()
+    stage = sink.stage
+
+    def stage_and_log(entry: str, slot: int) -> None:
+        sink.log.append(f"built {entry}")
+        stage(entry, slot)
+
+    sink.stage = stage_and_log  # type: ignore[method-assign]
+    batch = bulk(sink, "a", "b", "c", "d", "e")
+    batch.run()
+    assert sink.log == [
+        "built a", "built b", "sent a", "sent b",
+        "built c", "built d", "answered 2", "after a", "after b", "sent c", "sent d",
+        "built e", "answered 2", "after c", "after d", "sent e",
+        "answered 1", "after e",
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -88,6 +116,42 @@ def test_a_chunk_whose_round_trip_fails_is_failed_if_refused_else_unknown(
     }
 
 
+def test_a_chunk_whose_answers_never_come_stops_the_chunk_built_meanwhile() -> None:
+    sink = Sink()
+    sink.fail_answers[1] = OperationalError("Connection reset")
+    batch = bulk(sink, "a", "b", "c", "d", "e")
+    batch.run()
+    assert outcomes(batch) == {
+        "a": Outcome.UNKNOWN,  # written: may have arrived (kept)
+        "b": Outcome.UNKNOWN,
+        "c": Outcome.UNSENT,  # built while a and b were in the air, never written
+        "d": Outcome.UNSENT,
+        "e": Outcome.UNSENT,
+    }
+    assert sink.flushes == 1 and sink.log[-1] == "discarded 2"
+
+
+def test_a_batch_cut_with_a_chunk_in_the_air_reads_its_answers_and_sends_no_more() -> None:
+    sink = Sink()
+    batch = bulk(sink, "a", "b", "c", "d", chunk=2)
+    stage = sink.stage
+
+    def stage_then_cancel(entry: str, slot: int) -> None:
+        stage(entry, slot)
+        if entry == "c":
+            batch.cancel()
+
+    sink.stage = stage_then_cancel  # type: ignore[method-assign]
+    batch.run()
+    assert outcomes(batch) == {
+        "a": Outcome.SENT,
+        "b": Outcome.SENT,
+        "c": Outcome.UNSENT,
+        "d": Outcome.UNSENT,
+    }
+    assert sink.log == ["sent a", "sent b", "answered 2", "after a", "after b", "discarded 1"]
+
+
 @pytest.mark.parametrize(
     ("error", "outcome"),
     [(RuntimeError("WRONGTYPE"), Outcome.FAILED), (MayHaveGone("fanout"), Outcome.UNKNOWN)],
@@ -96,7 +160,7 @@ def test_a_message_the_broker_answered_with_an_error_ends_the_batch(
     error: Exception, outcome: Outcome
 ) -> None:
     sink = Sink()
-    sink.answers[2] = {"c": error}
+    sink.said[2] = {"c": error}
     batch = bulk(sink, "a", "b", "c", "d", "e")
     batch.run()
     assert outcomes(batch) == {
@@ -106,7 +170,8 @@ def test_a_message_the_broker_answered_with_an_error_ends_the_batch(
         "d": Outcome.SENT,  # same round trip: the broker took it
         "e": Outcome.UNSENT,
     }
-    assert sink.log[-3:] == ["sent d", "unsent c", "after d"]
+    # e was built while c and d were in the air, and never sent: given back.
+    assert sink.log[-4:] == ["answered 2", "unsent c", "after d", "discarded 1"]
 
 
 def test_building_errors_drop_one_message_or_give_back_the_unsent_chunk() -> None:
@@ -130,7 +195,9 @@ def test_a_direct_entry_goes_after_the_chunk_before_it() -> None:
     batch = bulk(sink, "a", "direct-x", "b", chunk=5)
     batch.run()
     assert set(outcomes(batch).values()) == {Outcome.SENT}
-    assert sink.log == ["sent a", "after a", "direct direct-x", "sent b", "after b"]
+    assert sink.log == [
+        "sent a", "answered 1", "after a", "direct direct-x", "sent b", "answered 1", "after b"
+    ]  # fmt: skip
 
 
 def test_a_cancelled_batch_gives_back_what_it_buffered() -> None:

@@ -19,8 +19,11 @@ broker took, a nack one it may not have (kept as unknown, never sent twice), and
 A message the broker cannot route to an exchange (one it does not have) makes RabbitMQ close the
 channel, and discard whatever else comes on that channel until the client acknowledges the close
 (AMQP 0-9-1, Channel.Close). So the broker's answer is read after every chunk: with confirms by
-waiting for them, without by one synchronous no-op on the channel (a ``basic.qos`` that changes
-nothing), after which every message before it has been handled. When the channel was closed, the
+waiting for them, without by a no-op written after the chunk (a ``basic.qos`` that changes
+nothing), whose answer comes once every message before it has been handled. The next chunk is
+made while the broker handles one, and written only once its answers are read; any other call
+that waits on the connection (a declare, a revoke) reads them first (``land``), since an answer
+is seen only by the call that reads it. When the channel was closed, the
 refusal is put on the message that caused it (the first of the chunk to the exchange the broker
 names): that slot is dropped; the ones before it went out (the broker handles a channel's frames
 in order); the ones after it surely did not arrive, and are written again on the channel py-amqp
@@ -36,6 +39,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import amqp
+from amqp import spec
 from celery import signals
 from kombu import Exchange, Producer
 
@@ -169,14 +173,18 @@ class Confirms:
         return [None if taken else _nacked() for taken in answers]
 
 
+def _read_nothing(timeout: float | None = None) -> None:
+    """A ``drain_events`` that leaves the broker's answers where they are."""
+
+
 def _nacked() -> MayHaveGone:
     return MayHaveGone("the broker nacked it")
 
 
 class AmqpWrites:
     """Messages published through a ``ProducerOutput`` while the socket writes are held back, and
-    written together on ``flush``; with publisher confirms, on a channel of its own whose
-    answers ``flush`` then waits for (``bulk``'s output for RabbitMQ)."""
+    written together on ``send``; with publisher confirms, on a channel of its own whose
+    answers ``answers`` then waits for (``bulk``'s output for RabbitMQ)."""
 
     immediate = False
 
@@ -184,6 +192,10 @@ class AmqpWrites:
         self.producer = producer
         self._single = single
         self._messages: list[Frames] = []
+        #: The chunk written whose answers are not read yet, and the answers read (or what
+        #: broke) until ``answers`` hands them over.
+        self._air: list[Frames] = []
+        self._landed: list[BaseException | None] | Exception = []
         self.transport: Any = None
         #: Exchanges the broker said it does not have, with when it said so (monotonic s).
         self._missing: dict[str, float] = {}
@@ -197,7 +209,7 @@ class AmqpWrites:
         confirms need a channel on it). A chunk ends on the transport it began on."""
         connection = self.producer.connection
         transport = connection.connection.transport
-        if self._messages or transport is self.transport:
+        if self._messages or self._air or transport is self.transport:
             return
         self.transport = transport
         self._present = {""}
@@ -214,15 +226,19 @@ class AmqpWrites:
         stencil if the plan allows one."""
         self._fresh()
         plan, body, encoded, headers, properties = message
-        transport = self.transport
+        transport, connection = self.transport, self.producer.connection.connection
         held: list[bytes] = []
-        write = transport._write
+        write, drain = transport._write, connection.drain_events
         # py-amqp hands over a view of a buffer it reuses: keep a copy.
         transport._write = lambda data: held.append(bytes(data))
+        # Before each publish py-amqp reads whatever the broker sent (looking for a notice that
+        # it blocks the connection): that would take the answers of the chunk in the air from
+        # ``land``, which reads them (and any such notice) instead.
+        connection.drain_events = _read_nothing
         try:
             self._output.publish(message)
         finally:
-            transport._write = write
+            transport._write, connection.drain_events = write, drain
         frames = Frames(self._channel(), b"".join(held), exchange_name(plan))
         if encoded is not None and plan.expires is None and plan.stencil is None:
             signal = (headers, body) if signals.after_task_publish.receivers else None
@@ -248,7 +264,7 @@ class AmqpWrites:
         return Frames(stencil.channel, stencil.frames_for(task_id, when), exchange_name(plan))
 
     def put(self, frames: Frames) -> bool:
-        """Buffer a message's frames for the next ``flush``; False if they were made for a
+        """Buffer a message's frames for the next ``send``; False if they were made for a
         channel this chunk is not on (a reconnect since). Raises ``Undeliverable`` for an
         exchange the broker does not have."""
         self._fresh()
@@ -266,6 +282,7 @@ class AmqpWrites:
             return
         learnt = self._missing.get(exchange)
         if learnt is None or time.monotonic() - learnt >= MISSING_RECHECK_S:
+            self.land()  # the look-up waits on the connection
             if self._probe is None:
                 self._probe = self.producer.connection.connection.channel()
             try:
@@ -284,19 +301,55 @@ class AmqpWrites:
         channel = self._output.producer.channel
         return (id(channel.connection), channel.channel_id)
 
-    def flush(self) -> list[BaseException | None]:
-        """Write the buffered messages and read the broker's answer to them. If the broker
-        closed the channel over one of them, that one is refused, the ones after it (which the
-        broker discarded) are written again on the reopened channel, and so on."""
-        messages, self._messages = self._messages, []
+    def send(self) -> None:
+        """Write the buffered messages, followed (without confirms) by a no-op whose answer
+        says the broker has handled them; ``answers`` reads the broker's answers. Until then
+        the next chunk may be made, and ``land`` comes before anything else on the connection."""
+        self._air, self._messages = self._messages, []
+        self._write(list(range(len(self._air))))
+
+    def _write(self, todo: list[int]) -> None:
+        self.transport.write(b"".join(self._air[index].data for index in todo))
+        if self._confirms is None:  # basic.qos that changes nothing, answered in order
+            self._output.producer.channel.send_method(spec.Basic.Qos, "lBb", (0, 0, False))
+
+    def land(self) -> None:
+        """Read the broker's answers to the chunk in the air, if any, and keep them (or what
+        broke) for ``answers``: an answer is seen only by the call that reads it, so this comes
+        before any other call that waits on the connection (a declare, a revoke)."""
+        air = self._air
+        if not air:
+            return
+        try:
+            self._landed = self._read()
+        except Exception as exc:
+            self._landed = exc
+        finally:
+            self._air = []
+
+    def answers(self) -> list[BaseException | None]:
+        """Per message of the chunk last sent, None if the broker took it, else why not;
+        raises what broke if the round trip failed."""
+        self.land()
+        landed, self._landed = self._landed, []
+        if isinstance(landed, Exception):
+            raise landed
+        return landed
+
+    def _read(self) -> list[BaseException | None]:
+        """The broker's answers to the chunk in the air. If the broker closed the channel over
+        one of its messages, that one is refused, the ones after it (which the broker
+        discarded) are written again on the reopened channel, and so on."""
+        messages = self._air
         verdicts: list[BaseException | None] = [None] * len(messages)
         todo = list(range(len(messages)))
         while todo:
-            self.transport.write(b"".join(messages[index].data for index in todo))
             try:
                 answers = self._answers(len(todo))
             except amqp.ChannelError as exc:  # the broker closed the channel
                 todo = self._closed(exc, [messages[index] for index in todo], todo, verdicts)
+                if todo:
+                    self._write(todo)
                 continue
             for index, answer in zip(todo, answers, strict=True):
                 verdicts[index] = answer
@@ -330,7 +383,7 @@ class AmqpWrites:
         confirms, or (without confirms) the answer to a no-op sent after them."""
         if self._confirms is not None:
             return self._confirms.wait(self.producer.connection, count)
-        self._output.producer.channel.basic_qos(0, 0, False)
+        self._output.producer.channel.wait(spec.Basic.QosOk)
         return [None] * count
 
     def _reopened(self) -> None:

@@ -159,6 +159,8 @@ class RedisPipeline:
         self._messages: list[list[Command]] = []
         #: The next flush's write, packed while its claim was in flight (``prepare``).
         self._prepared: Packed | None = None
+        #: Redis's answers to the chunk last sent, until ``answers`` hands them over.
+        self._answers: list[BaseException | None] = []
 
     def encode(self, message: Built) -> list[Command]:
         """Encode the message as ``Producer.publish`` would and collect kombu's commands for it
@@ -209,7 +211,7 @@ class RedisPipeline:
         return stencil.commands_for(task_id, when)
 
     def put(self, commands: list[Command]) -> bool:
-        """Buffer a message's commands for the next ``flush`` (always possible on Redis)."""
+        """Buffer a message's commands for the next ``send`` (always possible on Redis)."""
         self._messages.append(commands)
         return True
 
@@ -222,10 +224,21 @@ class RedisPipeline:
         if messages and not channel.global_keyprefix:
             self._prepared = Packed.of(messages, channel.pool.get_encoder())
 
-    def flush(self) -> list[BaseException | None]:
-        """Send the buffered messages in one pipeline; per message, None if the broker took it,
-        else why not. Raises if the round trip itself failed (then nothing says how much of it
-        the broker ran)."""
+    def send(self) -> None:
+        """Send the buffered messages in one pipeline, and keep Redis's answers for ``answers``
+        (it gives them at once: nothing is left in the air). Raises if the round trip itself
+        failed (then nothing says how much of it the broker ran)."""
+        self._answers = self._pipeline()
+
+    def land(self) -> None:
+        pass  # a pipeline's answers are read as it is sent
+
+    def answers(self) -> list[BaseException | None]:
+        """Per message of the chunk last sent, None if the broker took it, else why not."""
+        answers, self._answers = self._answers, []
+        return answers
+
+    def _pipeline(self) -> list[BaseException | None]:
         messages, self._messages = self._messages, []
         prepared, self._prepared = self._prepared, None
         if not messages:
