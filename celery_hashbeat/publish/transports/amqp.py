@@ -202,23 +202,31 @@ class AmqpWrites:
         #: Exchanges the broker said it has (looked up once per connection).
         self._present: set[str] = {""}
         self._probe: Any = None
+        #: The (connection, channel) the chunk's frames are made for (``_fresh``).
+        self._on = (0, 0)
         self._fresh()
 
     def _fresh(self) -> None:
         """Follow the producer's connection: a reconnect brings a new transport (and the
-        confirms need a channel on it). A chunk ends on the transport it began on."""
+        confirms need a channel on it). A chunk ends on the transport and channel it began on,
+        and the next one begins on them while it is in the air: asked once per batch, not per
+        message (kombu checks the connection each time)."""
+        if self._messages or self._air:
+            return
         connection = self.producer.connection
         transport = connection.connection.transport
-        if self._messages or self._air or transport is self.transport:
-            return
-        self.transport = transport
-        self._present = {""}
-        self._probe = None
-        self._confirms = Confirms(connection) if connection.connection.confirm_publish else None
-        publisher = self.producer
-        if self._confirms is not None:
-            publisher = Producer(self._confirms.channel, auto_declare=False)
-        self._output = self._single(publisher)
+        if transport is not self.transport:
+            self.transport = transport
+            self._present = {""}
+            self._probe = None
+            confirming = connection.connection.confirm_publish
+            self._confirms = Confirms(connection) if confirming else None
+            publisher = self.producer
+            if self._confirms is not None:
+                publisher = Producer(self._confirms.channel, auto_declare=False)
+            self._output = self._single(publisher)
+        channel = self._output.producer.channel
+        self._on = (id(channel.connection), channel.channel_id)
 
     def encode(self, message: Built) -> Frames:
         """Publish the message as usual with the socket writes held back, and return its
@@ -239,7 +247,7 @@ class AmqpWrites:
             self._output.publish(message)
         finally:
             transport._write, connection.drain_events = write, drain
-        frames = Frames(self._channel(), b"".join(held), exchange_name(plan))
+        frames = Frames(self._on, b"".join(held), exchange_name(plan))
         if encoded is not None and plan.expires is None and plan.stencil is None:
             signal = (headers, body) if signals.after_task_publish.receivers else None
             plan.stencil = FrameStencil.make(
@@ -256,7 +264,7 @@ class AmqpWrites:
             return None
         if (
             stencil.reply_to != reply_to
-            or stencil.channel != self._channel()
+            or stencil.channel != self._on
             or (stencil.signal is None and signals.after_task_publish.receivers)
         ):
             plan.stencil = None  # the next message made in full makes a new one
@@ -268,7 +276,7 @@ class AmqpWrites:
         channel this chunk is not on (a reconnect since). Raises ``Undeliverable`` for an
         exchange the broker does not have."""
         self._fresh()
-        if frames.channel != self._channel():
+        if frames.channel != self._on:
             return False
         self._check(frames.exchange)
         self._messages.append(frames)
@@ -296,10 +304,6 @@ class AmqpWrites:
             self._missing.pop(exchange, None)
             return
         raise no_such_exchange(exchange, None)
-
-    def _channel(self) -> tuple[int, int]:
-        channel = self._output.producer.channel
-        return (id(channel.connection), channel.channel_id)
 
     def send(self) -> None:
         """Write the buffered messages, followed (without confirms) by a no-op whose answer
