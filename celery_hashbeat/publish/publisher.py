@@ -20,7 +20,8 @@ from celery_hashbeat._background import Abandoned, Runner
 from celery_hashbeat._logs import SCHEDULER
 from celery_hashbeat._outage import Once, Outage
 from celery_hashbeat.publish.ahead import MARGIN_MS, Ahead, Upcoming
-from celery_hashbeat.publish.batch import TRANSIENT_ERRORS, Batch, Bulk, Outcome, Settled
+from celery_hashbeat.publish.batch import TRANSIENT_ERRORS, Batch, Outcome, Settled
+from celery_hashbeat.publish.chunked import Bulk
 from celery_hashbeat.publish.message import slot_iso, slot_task_id
 from celery_hashbeat.publish.sink import BulkSink, unsupported
 

@@ -100,7 +100,7 @@ def output_for(producer: Any) -> RedisPipeline | AmqpWrites | ProducerOutput:
 
 
 class BulkSink:
-    """A ``publishing.Sink`` on a Celery app's producer (one per producer)."""
+    """A ``chunked.Sink`` on a Celery app's producer (one per producer)."""
 
     def __init__(
         self,

@@ -15,7 +15,8 @@ from celery import Celery
 from kombu import Connection, Exchange, Queue
 
 from celery_hashbeat import Scheduler, hashcron
-from celery_hashbeat.publish.batch import Bulk, Outcome, Undeliverable
+from celery_hashbeat.publish.batch import Outcome, Undeliverable
+from celery_hashbeat.publish.chunked import Bulk
 from tests.support.beat_fixtures import T0, Clock
 from tests.support.rabbitmq import private_vhost, unavailable
 
@@ -143,4 +144,3 @@ def test_a_channel_closed_under_the_chunk_in_the_air_costs_only_the_refused_slot
         "e5": Outcome.SENT,
     }
     assert queued(vhost) == ["e1", "e2", "e3", "e4", "e5"]
-

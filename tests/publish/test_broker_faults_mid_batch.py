@@ -13,7 +13,8 @@ import redis
 from celery import Celery
 
 from celery_hashbeat import Scheduler, hashcron
-from celery_hashbeat.publish.batch import Bulk, Outcome
+from celery_hashbeat.publish.batch import Outcome
+from celery_hashbeat.publish.chunked import Bulk
 from tests.support.beat_fixtures import T0, Clock
 from tests.support.proxy import FaultProxy
 from tests.support.redis_server import RedisProcess

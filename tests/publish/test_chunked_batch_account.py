@@ -8,7 +8,8 @@ import threading
 import pytest
 from kombu.exceptions import EncodeError, OperationalError
 
-from celery_hashbeat.publish.batch import Bulk, MayHaveGone, Outcome
+from celery_hashbeat.publish.batch import MayHaveGone, Outcome
+from celery_hashbeat.publish.chunked import Bulk
 from tests.publish.test_batch_account import outcomes, refused
 
 
