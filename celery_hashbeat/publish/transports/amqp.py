@@ -310,7 +310,11 @@ class AmqpWrites:
         says the broker has handled them; ``answers`` reads the broker's answers. Until then
         the next chunk may be made, and ``land`` comes before anything else on the connection."""
         self._air, self._messages = self._messages, []
-        self._write(list(range(len(self._air))))
+        try:
+            self._write(list(range(len(self._air))))
+        except BaseException:
+            self._air = []  # the batch settles it as it failed: nothing is left to read
+            raise
 
     def _write(self, todo: list[int]) -> None:
         self.transport.write(b"".join(self._air[index].data for index in todo))
