@@ -34,9 +34,14 @@ class Sink(Protocol[E_contra]):
     def stage(self, entry: E_contra, slot: int) -> None:
         """Build the slot's message and buffer it (or send it, if immediate)."""
 
+    @property
+    def answers_later(self) -> bool:
+        """Whether the broker's answers to a chunk sent are read later (AMQP), so that the next
+        chunk is made meanwhile, rather than as it is sent (a Redis pipeline)."""
+
     def send(self) -> None:
-        """Start sending what is buffered, in as few writes as the transport allows; the next
-        chunk may be built while the broker handles this one. Raises if the write failed."""
+        """Start sending what is buffered, in as few writes as the transport allows. Raises if
+        the write failed."""
 
     def answers(self) -> list[BaseException | None]:
         """The broker's answer to each message of the chunk last sent (waiting for it): None if
@@ -57,9 +62,10 @@ class Bulk(Batch[E]):
     """A batch whose messages go out together through a ``Sink``: buffered up to ``chunk`` at a
     time and sent in one go, so a slot is only as late as its chunk, not as the whole queue.
 
-    While the broker handles a chunk, the next one is built, and it is sent only once the one
-    before it has its answers: a chunk is in the air at most, and a cut, a hold, a failed or
-    refused chunk stops the next one before it leaves, as if built after.
+    Where the broker's answers come later (``Sink.answers_later``), the next chunk is built while
+    the broker handles one, and it is sent only once the one before it has its answers: a chunk
+    is in the air at most, and a cut, a hold, a failed or refused chunk stops the next one
+    before it leaves, as if built after.
 
     The account stays exact per message: a chunk that was sent in full is ``SENT``; a chunk whose
     round trip failed is ``FAILED`` if the broker surely took none of it (refused), else
@@ -193,7 +199,7 @@ class Bulk(Batch[E]):
             return False
         self._air = list(pending)
         pending.clear()
-        return True
+        return self._sink.answers_later or self._land()
 
     def _failed(self, chunk: list[int], exc: BaseException) -> None:
         """Settle a chunk whose round trip failed: whatever broke, part of it may have gone

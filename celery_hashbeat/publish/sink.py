@@ -161,6 +161,10 @@ class BulkSink:
     def immediate(self) -> bool:
         return self._output.immediate
 
+    @property
+    def answers_later(self) -> bool:
+        return self._output.answers_later
+
     def direct(self, entry: Entry) -> bool:
         self._next = None
         if self._off or signals.task_sent.receivers:

@@ -17,8 +17,9 @@ class Sink:
     """Buffers entries; ``send`` sends them, or fails as told for the n-th send; ``answers``
     answers for the chunk last sent."""
 
-    def __init__(self, immediate: bool = False) -> None:
+    def __init__(self, immediate: bool = False, answers_later: bool = True) -> None:
         self.immediate = immediate
+        self.answers_later = answers_later
         self.buffered: list[str] = []
         self.log: list[str] = []
         self.fail_flush: dict[int, Exception] = {}
@@ -115,6 +116,25 @@ def test_a_chunk_whose_round_trip_fails_is_failed_if_refused_else_unknown(
         "d": outcome,
         "e": Outcome.UNSENT,  # never tried: given back
     }
+
+
+def test_answers_given_as_a_chunk_is_sent_settle_it_before_the_next_is_built() -> None:
+    """A Redis pipeline's replies come with it: its slots are settled (after_task_publish)
+    at once, not a chunk later."""
+    sink = Sink(answers_later=False)
+    stage = sink.stage
+
+    def stage_and_log(entry: str, slot: int) -> None:
+        sink.log.append(f"built {entry}")
+        stage(entry, slot)
+
+    sink.stage = stage_and_log  # type: ignore[method-assign]
+    batch = bulk(sink, "a", "b", "c")
+    batch.run()
+    assert sink.log == [
+        "built a", "built b", "sent a", "sent b", "answered 2", "after a", "after b",
+        "built c", "sent c", "answered 1", "after c",
+    ]  # fmt: skip
 
 
 def test_a_chunk_whose_answers_never_come_stops_the_chunk_built_meanwhile() -> None:

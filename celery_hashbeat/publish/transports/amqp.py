@@ -187,6 +187,7 @@ class AmqpWrites:
     answers ``answers`` then waits for (``bulk``'s output for RabbitMQ)."""
 
     immediate = False
+    answers_later = True  # read by ``land``, while the next chunk is made
 
     def __init__(self, producer: Any, single: Callable[[Any], ProducerOutput]) -> None:
         self.producer = producer

@@ -14,6 +14,7 @@ class ProducerOutput:
     before 5.7, or redis-py retries configured) pushes it in its own round trip."""
 
     immediate = True
+    answers_later = False
 
     def __init__(self, producer: Any) -> None:
         self.producer = producer

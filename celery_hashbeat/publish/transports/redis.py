@@ -153,6 +153,7 @@ class RedisPipeline:
     """Messages buffered for one pipeline on a kombu Redis channel (``bulk``'s output)."""
 
     immediate = False
+    answers_later = False  # a pipeline's replies come back as it is sent
 
     def __init__(self, producer: Any) -> None:
         self.producer = producer
