@@ -217,7 +217,7 @@ class BulkSink:
 
     def prepare(self, slots: list[tuple[Entry, int]]) -> None:
         """Pack the write of the messages just made ahead for ``slots`` (Redis only:
-        ``RedisPipeline.prepare``), if each has one. The flush at their instant sends it only if
+        ``RedisPipeline.prepare``), if each has one. The send at their instant uses it only if
         it sends exactly those messages, every slot claimed; otherwise it is dropped."""
         output = self._output
         if not isinstance(output, RedisPipeline):

@@ -184,7 +184,7 @@ def _nacked() -> MayHaveGone:
 class AmqpWrites:
     """Messages published through a ``ProducerOutput`` while the socket writes are held back, and
     written together on ``send``; with publisher confirms, on a channel of its own whose
-    answers ``answers`` then waits for (``bulk``'s output for RabbitMQ)."""
+    answers ``answers`` then waits for (``BulkSink``'s output for RabbitMQ)."""
 
     immediate = False
     answers_later = True  # read by ``land``, while the next chunk is made
@@ -326,8 +326,7 @@ class AmqpWrites:
         """Read the broker's answers to the chunk in the air, if any, and keep them (or what
         broke) for ``answers``: an answer is seen only by the call that reads it, so this comes
         before any other call that waits on the connection (a declare, a revoke)."""
-        air = self._air
-        if not air:
+        if not self._air:
             return
         try:
             self._landed = self._read()

@@ -7,7 +7,7 @@ encoded and routed by kombu itself. This module collects them, sends a chunk as 
 (consecutive pushes to one list as one ``LPUSH``, which stores them in the same order) in one
 write of Redis's protocol on a connection of the channel's pool, and says per message whether the
 broker took it. That write is packed as the messages of a slot are made ahead of it
-(``prepare``), and sent at the slot only if exactly those messages are flushed.
+(``prepare``), and sent at the slot only if exactly those messages are sent.
 (A channel with a ``global_keyprefix`` goes through kombu's pipeline, which prefixes the keys.)
 
 Most of a message's cost is building it, and every slot of an entry builds almost the same one:
@@ -150,7 +150,7 @@ class Stencil:
 
 
 class RedisPipeline:
-    """Messages buffered for one pipeline on a kombu Redis channel (``bulk``'s output)."""
+    """Messages buffered for one pipeline on a kombu Redis channel (``BulkSink``'s output)."""
 
     immediate = False
     answers_later = False  # a pipeline's replies come back as it is sent
@@ -158,7 +158,7 @@ class RedisPipeline:
     def __init__(self, producer: Any) -> None:
         self.producer = producer
         self._messages: list[list[Command]] = []
-        #: The next flush's write, packed while its claim was in flight (``prepare``).
+        #: The next send's write, packed while its claim was in flight (``prepare``).
         self._prepared: Packed | None = None
         #: Redis's answers to the chunk last sent, until ``answers`` hands them over.
         self._answers: list[BaseException | None] = []
@@ -217,7 +217,7 @@ class RedisPipeline:
         return True
 
     def prepare(self, messages: list[list[Command]]) -> None:
-        """Pack the write of ``messages`` (made ahead of their slot) for the flush at their
+        """Pack the write of ``messages`` (made ahead of their slot) for the send at their
         slot, which uses it only if it sends exactly these messages (in any order: every slot
         claimed) and drops it otherwise. Nothing is sent here."""
         self._prepared = None
@@ -252,7 +252,7 @@ class RedisPipeline:
                     getattr(pipe, name)(*args)
                 results = pipe.execute(raise_on_error=False)
         else:
-            # The channel's own pool, as its clients use it: no client made per flush.
+            # The channel's own pool, as its clients use it: no client made per send.
             pool = channel.pool
             carried = None if prepared is None else prepared.carrying(messages)
             if prepared is None or carried is None:
