@@ -27,6 +27,7 @@ from celery_hashbeat.store.base import HISTORY_CAP
 from celery_hashbeat.store.errors import StoreError
 from celery_hashbeat.store.postgres.history import TRIM_EVERY
 from celery_hashbeat.store.postgres.schema import SCHEMA_VERSION
+from celery_hashbeat.store.postgres.sent import TRIM_AT_LEAST
 from tests.support.postgres import PASSWORD, PostgresServer, wait_answering
 from tests.support.processes import ROOT
 from tests.support.proxy import FaultProxy
@@ -221,8 +222,18 @@ def test_a_database_crash_is_unavailable_and_the_fences_survive_the_restart(
     store.close()
 
 
-#: The tables whose rows grow with the entries: a hot-path statement must find rows by index.
-GROWING = ("_fired", "_history", "_history_life", "_claimed", "_running", "_controls", "_handed")
+#: The tables whose rows grow with the entries (the record of sent slots: with the slots): a
+#: hot-path statement must find rows by index.
+GROWING = (
+    "_fired",
+    "_history",
+    "_history_life",
+    "_claimed",
+    "_running",
+    "_controls",
+    "_handed",
+    "_sent",
+)
 
 
 def test_the_hot_path_finds_rows_by_index_among_many_entries(
@@ -260,6 +271,46 @@ def test_the_hot_path_finds_rows_by_index_among_many_entries(
     scanned = re.findall(r"Seq Scan on \"?(\S+?)\"?\s", plans)
     assert "Index" in plans
     assert not [table for table in scanned if table.endswith(GROWING)], plans
+
+
+def test_a_claim_trims_the_oldest_expired_records_of_sent_slots_a_bounded_number_at_a_time(
+    postgres_server: PostgresServer, postgres_url: str
+) -> None:
+    """A record of sent slots that grew while nobody claimed (days of slots) is trimmed oldest
+    first over the next claims, TRIM_AT_LEAST besides twice the slots each records, never all
+    in one statement under the lease's timeout; what is within SENT_KEEP_MS stays."""
+    database = database_of(postgres_url)
+    store = open_store(postgres_url, "aged")
+    try:
+        assert store.acquire("a", 60_000)
+        now = int(time.time() * 1000)
+        assert store.claim("a", {"x": (now, "f")}) == {"x"}
+        expired = 2 * TRIM_AT_LEAST + 500
+        postgres_server.admin(
+            f"""INSERT INTO "aged_sent" (entry, slot) SELECT 'old', g"""
+            f" FROM generate_series(1, {expired}) AS g",
+            database=database,
+        )
+        left = []
+        for k in range(1, 4):
+            assert store.claim("a", {"x": (now + k, "f")}) == {"x"}
+            left += postgres_server.query(
+                database, """SELECT count(*), min(slot) FROM "aged_sent" WHERE entry = 'old'"""
+            )
+        per_claim = TRIM_AT_LEAST + 2
+        assert left == [
+            (expired - per_claim, per_claim + 1),
+            (expired - 2 * per_claim, 2 * per_claim + 1),
+            (0, None),
+        ]
+        assert store.recorded("x", [now, now + 1, now + 2, now + 3]).sent == {
+            now,
+            now + 1,
+            now + 2,
+            now + 3,
+        }
+    finally:
+        store.close()
 
 
 def test_a_first_take_over_of_many_entries_is_not_cut_by_the_timeout(postgres_url: str) -> None:
