@@ -154,7 +154,8 @@ def parse_field(text: str, name: str, key: Key | None) -> FieldSpec:
     """One field's text -> FieldSpec, hash terms resolved with the oracle's §3 code."""
     spec = FieldSpec(star=text.startswith("*") or text == "?")
     lo, hi = BOUNDS[name]
-    for term in text.split(","):
+    # syntax.md: letters are read in any case (H, L, W as names are).
+    for term in text.upper().split(","):
         if term == "":
             raise OracleParseError(f"{name}: empty term")
         if term == "?":
