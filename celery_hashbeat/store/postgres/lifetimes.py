@@ -17,10 +17,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from celery_hashbeat.store import retention
+from celery_hashbeat.store.postgres.clock import LATER
 from celery_hashbeat.store.postgres.schema import Tables
-
-#: ``clock_timestamp()`` plus %s milliseconds.
-LATER = "clock_timestamp() + %s * interval '1 millisecond'"
 
 
 def lapsed(t: Tables) -> str:

@@ -10,11 +10,9 @@ from celery_hashbeat.store.operations import (
     SCHEDULES_KEPT,
     OperatorRecords,
 )
+from celery_hashbeat.store.postgres.clock import NOW_MS
 from celery_hashbeat.store.postgres.connection import Database
 from celery_hashbeat.store.postgres.schema import Tables
-
-#: The server's wall clock in epoch milliseconds.
-NOW_MS = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
 
 
 class PostgresOperatorRecords(OperatorRecords):

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from celery_hashbeat.store.options import check_ttl
+from celery_hashbeat.store.postgres.clock import LATER
 from celery_hashbeat.store.postgres.connection import Database
 from celery_hashbeat.store.postgres.schema import Tables
 
@@ -40,8 +41,8 @@ class RunLeases:
     def grant(self, cur: Any, entry: str, task_id: str, ttl_ms: int) -> None:
         """Give ``entry``'s run lease to ``task_id`` for ``ttl_ms``, whoever held it."""
         cur.execute(
-            f"INSERT INTO {self._running} (entry, task_id, expires_at) VALUES (%s, %s,"
-            " clock_timestamp() + %s * interval '1 millisecond') ON CONFLICT (entry) DO UPDATE"
+            f"INSERT INTO {self._running} (entry, task_id, expires_at) VALUES (%s, %s, {LATER})"
+            " ON CONFLICT (entry) DO UPDATE"
             " SET task_id = excluded.task_id, expires_at = excluded.expires_at",
             (entry, task_id, ttl_ms),
         )
@@ -58,8 +59,8 @@ class RunLeases:
         with self._database.transaction() as cur:
             self._queue(cur)
             cur.execute(
-                f"INSERT INTO {self._running} AS r (entry, task_id, expires_at) VALUES (%s, %s,"
-                " clock_timestamp() + %s * interval '1 millisecond') ON CONFLICT (entry) DO UPDATE"
+                f"INSERT INTO {self._running} AS r (entry, task_id, expires_at)"
+                f" VALUES (%s, %s, {LATER}) ON CONFLICT (entry) DO UPDATE"
                 " SET task_id = excluded.task_id, expires_at = excluded.expires_at"
                 " WHERE r.task_id = excluded.task_id OR r.expires_at <= clock_timestamp()",
                 (entry, task_id, ttl_ms),
@@ -73,8 +74,8 @@ class RunLeases:
         with self._database.transaction() as cur:
             self._queue(cur)
             cur.execute(
-                f"UPDATE {self._running} AS r SET expires_at = clock_timestamp() + %s * interval"
-                " '1 millisecond' FROM unnest(%b::text[], %b::text[]) AS given (entry, task_id)"
+                f"UPDATE {self._running} AS r SET expires_at = {LATER}"
+                " FROM unnest(%b::text[], %b::text[]) AS given (entry, task_id)"
                 " WHERE r.entry = given.entry AND r.task_id = given.task_id"
                 " AND r.expires_at > clock_timestamp() RETURNING r.entry",
                 (ttl_ms, list(runs), list(runs.values())),

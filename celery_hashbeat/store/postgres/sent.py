@@ -10,8 +10,8 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from celery_hashbeat.store.options import check_token
+from celery_hashbeat.store.postgres.clock import NOW_MS, STATEMENT_MS
 from celery_hashbeat.store.postgres.connection import Database
-from celery_hashbeat.store.postgres.operations import NOW_MS
 from celery_hashbeat.store.postgres.schema import Tables
 from celery_hashbeat.store.sent import (
     SENT_KEEP_MS,
@@ -26,9 +26,6 @@ Pair = tuple[str, int]
 
 #: Expired records a claim trims besides twice those it makes (``record``).
 TRIM_AT_LEAST = 1_000
-#: The statement's start in server ms: stable within it, unlike NOW_MS, so a bound made of it is
-#: a range of the key that an index scan can stop at.
-STATEMENT_MS = "(extract(epoch FROM statement_timestamp()) * 1000)::bigint"
 
 
 def _columns(pairs: Iterable[Pair]) -> tuple[list[str], list[int]]:
@@ -46,11 +43,9 @@ def record(cur: Any, t: Tables, pairs: Iterable[Pair], claimer: str = "") -> set
         return set()
     # One statement, one round trip on the hot path. The trim takes the oldest expired rows by
     # the key, at most twice the rows recorded plus TRIM_AT_LEAST: slots expire as fast as they
-    # are recorded, so it keeps up. A trim of every expired row at once failed each
-    # claim at the statement timeout once claims had stopped for a while (5 million expired
-    # rows, 50 minutes of 100,000 per-minute entries, took past 3 s), and where the statistics
-    # were stale it read the whole record; a bounded one shrinks a grown record over the next
-    # claims instead.
+    # are recorded, so it keeps up, and a record that grew while no beat claimed shrinks over
+    # the next claims. Trimming every expired row at once failed each claim at the statement
+    # timeout once 5 million had expired (50 minutes of 100,000 per-minute entries).
     cur.execute(
         f"WITH since AS (INSERT INTO {t.meta} (name, value) VALUES ('sent_since', {NOW_MS})"
         f" ON CONFLICT DO NOTHING), trimmed AS (DELETE FROM {t.sent} WHERE ctid = ANY(ARRAY("

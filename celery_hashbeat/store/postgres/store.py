@@ -36,6 +36,7 @@ from celery_hashbeat.store.options import (
 )
 from celery_hashbeat.store.postgres import history as history_of
 from celery_hashbeat.store.postgres import sent
+from celery_hashbeat.store.postgres.clock import LATER, NOW_MS
 from celery_hashbeat.store.postgres.connect import target
 from celery_hashbeat.store.postgres.connection import Database
 from celery_hashbeat.store.postgres.controls import PostgresControlRecords
@@ -51,11 +52,6 @@ T = TypeVar("T")
 #: Rows per statement: a first take-over of 100,000 entries writes them in many short statements,
 #: each well within the statement timeout, in its one transaction.
 CHUNK = 5_000
-
-#: ``clock_timestamp()`` plus %s milliseconds.
-LATER = "clock_timestamp() + %s * interval '1 millisecond'"
-#: The server's wall clock in epoch milliseconds, for people to read.
-NOW_MS = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
 
 
 def chunks(items: list[T]) -> Iterator[list[T]]:
